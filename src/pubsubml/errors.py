@@ -1,0 +1,77 @@
+"""The exception hierarchy of pubsubml.
+
+Every error the package raises on purpose derives from :class:`PubsubmlError`, so a caller can
+catch the whole family in one place.  Errors about bad input also derive from :class:`ValueError`
+(or :class:`KeyError`) so that code written for the standard library keeps working.
+
+Bad input never changes state: an operation that raises one of these errors has written nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChannelSyntaxError",
+    "DataValidationError",
+    "DigestMismatchError",
+    "InvalidPrivacyParameterError",
+    "LabelError",
+    "PrivacyBudgetExceededError",
+    "PrivacyError",
+    "PubsubmlError",
+    "SchemaMismatchError",
+    "SignatureError",
+    "UnknownLearnerError",
+    "UntrustedArtifactError",
+]
+
+
+class PubsubmlError(Exception):
+    """Root of every error raised on purpose by pubsubml."""
+
+
+class DataValidationError(PubsubmlError, ValueError):
+    """Input data is malformed: NaN or infinite values, wrong shape, values out of bounds."""
+
+
+class SchemaMismatchError(DataValidationError):
+    """Columns or features do not match the declared :class:`~pubsubml.schema.FeatureSchema`."""
+
+
+class LabelError(DataValidationError):
+    """Labels are outside the declared classes, or label sets cannot be aligned."""
+
+
+class ChannelSyntaxError(PubsubmlError, ValueError):
+    """A channel expression such as ``"a & b | c"`` does not parse (pubsub-ml.txt §3.2)."""
+
+
+class PrivacyError(PubsubmlError):
+    """Base class of privacy errors."""
+
+
+class InvalidPrivacyParameterError(PrivacyError, ValueError):
+    """A privacy parameter is out of range: ε ≤ 0, δ outside (0, 1), δ ≥ 1/n, σ ≤ 0, q ∉ (0, 1]."""
+
+
+class PrivacyBudgetExceededError(PrivacyError):
+    """A release would spend more than the site's declared (ε, δ) budget; nothing was released."""
+
+
+class UntrustedArtifactError(PubsubmlError, ValueError):
+    """A model artifact failed a safety check (format, payload, external data, op domain)."""
+
+
+class DigestMismatchError(UntrustedArtifactError):
+    """The SHA-256 digest of the weights does not match the one in the model card."""
+
+
+class SignatureError(UntrustedArtifactError):
+    """The Ed25519 signature of a model card is missing, malformed or made by an untrusted key."""
+
+
+class UnknownLearnerError(PubsubmlError, KeyError):
+    """No learner is registered under the requested name."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead.
+        return str(self.args[0]) if self.args else ""
+

@@ -10,16 +10,26 @@ Bad input never changes state: an operation that raises one of these errors has 
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "ChannelSyntaxError",
+    "ConflictError",
     "DataValidationError",
     "DigestMismatchError",
+    "DuplicateReleaseError",
     "InvalidPrivacyParameterError",
     "LabelError",
+    "LearnerRegistrationError",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
     "PrivacyBudgetExceededError",
     "PrivacyError",
     "PubsubmlError",
+    "RegistryError",
     "SchemaMismatchError",
+    "SchemaVersionError",
     "SignatureError",
+    "UnknownAccountantError",
     "UnknownLearnerError",
     "UntrustedArtifactError",
 ]
@@ -57,6 +67,17 @@ class PrivacyBudgetExceededError(PrivacyError):
     """A release would spend more than the site's declared (ε, δ) budget; nothing was released."""
 
 
+class DuplicateReleaseError(PrivacyError, ValueError):
+    """A release with this id is already charged to the privacy ledger; nothing was charged."""
+
+
+class UnknownAccountantError(PrivacyError, KeyError):
+    """No privacy accountant (or accounting backend) is registered under the requested name."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead.
+        return str(self.args[0]) if self.args else ""
+
+
 class UntrustedArtifactError(PubsubmlError, ValueError):
     """A model artifact failed a safety check (format, payload, external data, op domain)."""
 
@@ -69,9 +90,40 @@ class SignatureError(UntrustedArtifactError):
     """The Ed25519 signature of a model card is missing, malformed or made by an untrusted key."""
 
 
+class LearnerRegistrationError(PubsubmlError, ValueError):
+    """A learner registration is invalid: malformed name or task, or a duplicate name."""
+
+
 class UnknownLearnerError(PubsubmlError, KeyError):
     """No learner is registered under the requested name."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead.
         return str(self.args[0]) if self.args else ""
 
+
+class RegistryError(PubsubmlError):
+    """Base class of errors reported by the model registry service and its client."""
+
+
+class AuthenticationError(RegistryError):
+    """No credentials, or credentials that match no site and not the admin token (HTTP 401)."""
+
+
+class PermissionDeniedError(RegistryError):
+    """The authenticated caller may not perform this operation (HTTP 403)."""
+
+
+class NotFoundError(RegistryError, LookupError):
+    """The resource does not exist, or the caller may not see it (HTTP 404)."""
+
+
+class ConflictError(RegistryError):
+    """The request conflicts with the registry's state, e.g. a name already taken (HTTP 409)."""
+
+
+class PayloadTooLargeError(RegistryError, ValueError):
+    """An upload exceeds the registry's size limit (HTTP 413)."""
+
+
+class SchemaVersionError(RegistryError):
+    """The registry database is not at the schema version this code expects (run the migrations)."""

@@ -8,11 +8,15 @@ scalers fitted on private data would leak (DESIGN.md).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
@@ -26,51 +30,89 @@ class SchemaInputMixin:
 
     Subclasses declare a ``schema`` parameter (``FeatureSchema`` or ``None``).  After
     :meth:`_encode_fit` the fitted attributes ``schema_`` (possibly ``None``), ``n_features_in_``
-    and, for DataFrame input, ``feature_names_in_`` are set.
+    and, for DataFrame input, ``feature_names_in_`` are set.  A ``fit`` that must leave the
+    estimator untouched when it fails calls :meth:`_encode_new` first and :meth:`_commit_input`
+    once training has succeeded.
     """
 
     schema: FeatureSchema | None
 
     def _encode_fit(self, X: Any) -> np.ndarray:
+        Z = self._encode_new(X)
+        self._commit_input(X, Z)
+        return Z
+
+    def _encode_new(self, X: Any) -> np.ndarray:
+        """Encode training input with the ``schema`` parameter without changing any attribute.
+
+        Together with :meth:`_commit_input` this lets ``fit`` validate everything first and set
+        its fitted attributes only once training has succeeded (bad input changes nothing).
+        """
         schema = self.schema
         if schema is not None and not isinstance(schema, FeatureSchema):
             raise TypeError(f"schema must be a FeatureSchema or None, got {type(schema).__name__}")
+        return self._encode_with(schema, X)
+
+    def _commit_input(self, X: Any, Z: np.ndarray) -> None:
+        """Set ``schema_``, ``n_features_in_`` and ``feature_names_in_`` for training input."""
+        schema = self.schema
         self.schema_ = schema
         if isinstance(X, pd.DataFrame):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        Z = self._encode(X)
         self.n_features_in_ = int(Z.shape[1]) if schema is None else len(schema)
-        return Z
 
     def _encode_predict(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "n_features_in_")
         Z = self._encode(X)
         if self.schema_ is None and Z.shape[1] != self.n_features_in_:
             raise SchemaMismatchError(
-                f"X has {Z.shape[1]} features, the estimator was fitted with {self.n_features_in_}"
+                f"X has {Z.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
             )
         return Z
 
     def _encode(self, X: Any) -> np.ndarray:
-        schema = getattr(self, "schema_", self.schema)
+        return self._encode_with(getattr(self, "schema_", self.schema), X)
+
+    @staticmethod
+    def _encode_with(schema: FeatureSchema | None, X: Any) -> np.ndarray:
         if schema is not None:
-            return schema.encode(X, extra="ignore") if isinstance(X, pd.DataFrame) else schema.encode(X)
+            return (
+                schema.encode(X, extra="ignore")
+                if isinstance(X, pd.DataFrame)
+                else schema.encode(X)
+            )
+        if sp.issparse(X):
+            raise DataValidationError("sparse input is not supported: pass a dense array")
+        raw = np.asarray(X)
+        if np.iscomplexobj(raw):
+            raise DataValidationError("Complex data not supported")
         try:
-            Z = np.asarray(X, dtype=np.float32)
+            Z = raw.astype(np.float32)
         except (TypeError, ValueError) as exc:
             raise DataValidationError(f"X must be numeric without a schema: {exc}") from exc
         if Z.ndim != 2:
-            raise DataValidationError(f"expected a 2-D X, got shape {Z.shape}")
+            raise DataValidationError(
+                f"expected a 2-D X, got shape {Z.shape}. Reshape your data either using "
+                "array.reshape(-1, 1) if it has a single feature or array.reshape(1, -1) if it "
+                "contains a single sample"
+            )
         if Z.shape[0] == 0:
             raise DataValidationError("X has no rows")
+        if Z.shape[1] == 0:
+            raise DataValidationError(
+                f"0 feature(s) (shape={Z.shape}) while a minimum of 1 is required."
+            )
         if not np.all(np.isfinite(Z)):
             raise DataValidationError("X contains NaN or infinite values")
         return Z
 
 
-def check_labels(y: Any, classes: Sequence[Any] | None, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+def check_labels(
+    y: Any, classes: Sequence[Any] | None, n_samples: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate classification labels against the declared public ``classes``.
 
     Parameters
@@ -89,20 +131,32 @@ def check_labels(y: Any, classes: Sequence[Any] | None, n_samples: int) -> tuple
     Raises
     ------
     LabelError
-        Labels outside ``classes``, missing labels, fewer than two classes, wrong length.
+        ``y`` missing or not 1-D (a column vector is accepted with a ``DataConversionWarning``),
+        labels outside ``classes``, missing labels, fewer than two classes, wrong length.
     """
-    y_arr = np.asarray(y)
-    if y_arr.ndim != 1:
-        y_arr = y_arr.reshape(-1) if y_arr.ndim == 2 and y_arr.shape[1] == 1 else y_arr
-    if y_arr.ndim != 1:
-        raise LabelError(f"y must be 1-D, got shape {np.asarray(y).shape}")
+    y_arr = _column_or_1d(y, LabelError)
     if len(y_arr) != n_samples:
         raise LabelError(f"y has {len(y_arr)} labels for {n_samples} rows")
     if pd.isna(y_arr).any():
         raise LabelError("y contains missing labels")
-    classes_ = np.unique(y_arr) if classes is None else np.asarray(list(classes))
+    if classes is None:
+        try:
+            kind = type_of_target(y_arr)
+            classes_ = np.unique(y_arr)
+        except (TypeError, ValueError) as exc:
+            raise LabelError(f"the labels of y cannot be sorted into classes: {exc}") from None
+        if kind == "continuous":
+            raise LabelError(
+                "Unknown label type: continuous. A classifier needs discrete labels; declare "
+                "them with classes= or use a regressor"
+            )
+    else:
+        classes_ = np.asarray(list(classes))
     if len(classes_) < 2:
-        raise LabelError(f"classification needs at least two classes, got {classes_.tolist()}")
+        raise LabelError(
+            f"classification needs at least two classes, got {len(classes_)} class(es): "
+            f"{classes_.tolist()}"
+        )
     if len(set(classes_.tolist())) != len(classes_):
         raise LabelError(f"declared classes are not unique: {classes_.tolist()}")
     index = {c: i for i, c in enumerate(classes_.tolist())}
@@ -116,9 +170,17 @@ def check_labels(y: Any, classes: Sequence[Any] | None, n_samples: int) -> tuple
 
 
 def check_regression_targets(y: Any, n_samples: int) -> np.ndarray:
-    """Validate a real-valued target; returns float32 of shape (n_samples,)."""
+    """Validate a real-valued target; returns float32 of shape (n_samples,).
+
+    Raises
+    ------
+    DataValidationError
+        ``y`` missing, not numeric, not 1-D (a column vector is accepted with a
+        ``DataConversionWarning``), of the wrong length, or with NaN or infinite values.
+    """
+    y_obj = _column_or_1d(y, DataValidationError)
     try:
-        y_arr = np.asarray(y, dtype=np.float64).reshape(-1)
+        y_arr = np.asarray(y_obj, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise DataValidationError(f"regression targets must be numeric: {exc}") from exc
     if len(y_arr) != n_samples:
@@ -126,3 +188,21 @@ def check_regression_targets(y: Any, n_samples: int) -> np.ndarray:
     if not np.all(np.isfinite(y_arr)):
         raise DataValidationError("y contains NaN or infinite values")
     return y_arr.astype(np.float32)
+
+
+def _column_or_1d(y: Any, error: type[DataValidationError]) -> np.ndarray:
+    """``y`` as a 1-D array; a column vector is raveled with a ``DataConversionWarning``."""
+    if y is None:
+        raise error("this estimator requires y to be passed, but the target y is None")
+    y_arr = np.asarray(y)
+    if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected. Please change the shape "
+            "of y to (n_samples,), for example using ravel().",
+            DataConversionWarning,
+            stacklevel=3,
+        )
+        y_arr = y_arr.ravel()
+    if y_arr.ndim != 1:
+        raise error(f"y should be a 1d array, got an array of shape {y_arr.shape} instead")
+    return y_arr

@@ -7,9 +7,9 @@ registry and any subscriber.  Events are plain JSON through pydantic.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pubsubml.errors import InvalidPrivacyParameterError
 
@@ -58,6 +58,13 @@ class DPEvent(BaseModel):
     epsilon: float | None = None
     delta: float | None = None
 
+    def __init__(self, **data: Any) -> None:
+        # pydantic wraps errors raised in validators into ValidationError; surface the documented one.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidPrivacyParameterError(f"invalid DPEvent: {exc}") from exc
+
     @model_validator(mode="after")
     def _check(self) -> DPEvent:
         if self.count < 1:
@@ -72,9 +79,9 @@ class DPEvent(BaseModel):
                     f"approx_dp event needs delta in [0, 1), got {self.delta}"
                 )
             return self
-        if self.noise_multiplier is None or not self.noise_multiplier > 0:
+        if self.noise_multiplier is None or not 0 < self.noise_multiplier < float("inf"):
             raise InvalidPrivacyParameterError(
-                f"{self.mechanism} event needs noise_multiplier > 0, got {self.noise_multiplier}"
+                f"{self.mechanism} event needs a finite noise_multiplier > 0, got {self.noise_multiplier}"
             )
         if not 0.0 < self.sample_rate <= 1.0:
             raise InvalidPrivacyParameterError(

@@ -1,0 +1,7 @@
+"""``python -m pubsubml`` runs the command line."""
+
+from __future__ import annotations
+
+from pubsubml.cli import main
+
+main()

@@ -1,0 +1,416 @@
+"""Export a fitted estimator as a signed artifact, and keep artifacts on disk.
+
+:func:`export_model` is the publisher's step of pubsub-ml.txt Algorithm 3 line 2 ("train
+(ε^p, δ^p)-DP models M^p ... and publish the models"): it converts the model to safe weights
+(ONNX for any model; safetensors for pubsubml's own fully connected networks), records the DP
+events that ran with ε recomputed by the accountant, and signs the card.  An :class:`Artifact` is
+the card plus the weights bytes; :meth:`Artifact.save` / :func:`load_artifact` keep it as
+``card.json`` + ``weights.onnx`` or ``weights.safetensors`` without pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import secrets
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from pubsubml.artifacts.card import (
+    MAX_CARD_BYTES,
+    Accountant,
+    Label,
+    MLPArchitecture,
+    ModelCard,
+    PrivacyRecord,
+    derive_model_id,
+)
+from pubsubml.artifacts.codecs import DEFAULT_MAX_WEIGHTS_BYTES
+from pubsubml.artifacts.onnx_codec import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
+from pubsubml.artifacts.published import PublishedModel, account_epsilon
+from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
+from pubsubml.artifacts.signing import key_id, sign_card
+from pubsubml.errors import PrivacyError, UntrustedArtifactError
+from pubsubml.schema import FeatureSchema
+
+__all__ = [
+    "CARD_FILE",
+    "PREFER_SAFETENSORS_FOR_MLP",
+    "WEIGHTS_FILES",
+    "Artifact",
+    "export_model",
+    "load_artifact",
+    "make_artifact",
+    "privacy_record_of",
+]
+
+CARD_FILE = "card.json"
+WEIGHTS_FILES: Mapping[str, str] = {"onnx": "weights.onnx", "safetensors": "weights.safetensors"}
+# "auto" picks safetensors for fully connected networks because it loads and predicts faster
+# (benchmarks/many_models.py; figures in benchmarks/RESULTS.md, "pubsubml.artifacts").
+PREFER_SAFETENSORS_FOR_MLP = True
+
+Format = Literal["auto", "onnx", "safetensors"]
+Layers = list[tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A signed model card and the weights it describes.
+
+    Attributes
+    ----------
+    card : ModelCard
+    weights : bytes
+    """
+
+    card: ModelCard
+    weights: bytes
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write ``card.json`` and the weights file into ``directory`` atomically.
+
+        Each file is written to a temporary name, flushed to disk and renamed; the weights go
+        first so a present ``card.json`` always has its weights.
+
+        Returns
+        -------
+        Path
+            The directory.
+        """
+        target = Path(directory)
+        target.mkdir(parents=True, exist_ok=True)
+        _write_atomic(target / WEIGHTS_FILES[self.card.format], self.weights)
+        _write_atomic(target / CARD_FILE, self.card.to_json().encode("utf-8"))
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return target
+
+    def open(self, trusted_keys: Mapping[str, Ed25519PublicKey], **options: Any) -> PublishedModel:
+        """Verify and load this artifact (:meth:`PublishedModel.load`)."""
+        return PublishedModel.load(self.card, self.weights, trusted_keys, **options)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read_limited(path: Path, limit: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP for a symbolic link
+        raise UntrustedArtifactError(f"cannot open {path.name} safely: {exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise UntrustedArtifactError(f"{path.name} is not a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UntrustedArtifactError(f"{path.name} is larger than the limit of {limit} bytes")
+    return data
+
+
+def load_artifact(
+    directory: str | os.PathLike[str],
+    *,
+    max_card_bytes: int = MAX_CARD_BYTES,
+    max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
+) -> Artifact:
+    """Read an artifact written by :meth:`Artifact.save` (nothing is verified or run yet).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``card.json`` or the weights file is missing.
+    UntrustedArtifactError
+        A file is too large, a symbolic link or not a regular file.
+    pydantic.ValidationError
+        ``card.json`` is malformed.
+    """
+    source = Path(directory)
+    card = ModelCard.from_json(_read_limited(source / CARD_FILE, max_card_bytes))
+    weights = _read_limited(source / WEIGHTS_FILES[card.format], max_weights_bytes)
+    return Artifact(card=card, weights=weights)
+
+
+# ---- building cards ----------------------------------------------------------------------
+def make_artifact(
+    weights: bytes,
+    *,
+    format: Literal["onnx", "safetensors"],
+    publisher: str,
+    schema: FeatureSchema,
+    classes: Sequence[Label] | None,
+    privacy: PrivacyRecord,
+    signing_key: Ed25519PrivateKey,
+    architecture: MLPArchitecture | None = None,
+    created_at: datetime | None = None,
+) -> Artifact:
+    """Describe, digest and sign already-encoded weights.
+
+    ``classes=None`` makes a regression card.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        An inconsistent card (e.g. architecture and schema widths differ).
+    """
+    digest = hashlib.sha256(weights).hexdigest()
+    card = ModelCard(
+        model_id=derive_model_id(publisher, digest),
+        publisher=publisher,
+        task="regression" if classes is None else "classification",
+        classes=None if classes is None else list(classes),
+        input_schema=schema,
+        output=["prediction"] if classes is None else [f"proba[{c}]" for c in classes],
+        privacy=privacy,
+        created_at=created_at or datetime.now(UTC),
+        format=format,
+        architecture=architecture,
+        weights_sha256=digest,
+        signer_key_id=key_id(signing_key.public_key()),
+    )
+    return Artifact(card=sign_card(card, signing_key), weights=bytes(weights))
+
+
+def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -> PrivacyRecord:
+    """The privacy record of a fitted estimator, with ε recomputed from its DP events.
+
+    Events come from ``privacy_events_`` and δ from ``delta_``.  ε is computed by the PLD
+    accountant (RDP when the estimator's ``accountant_`` says it reported RDP), or by basic
+    composition of pure ε-DP events when δ = 0 (diffprivlib models; see
+    :func:`~pubsubml.artifacts.published.account_epsilon`), and must equal the estimator's
+    ``epsilon_``.  An estimator without events is non-private (ε = ∞).
+
+    Raises
+    ------
+    PrivacyError
+        The estimator's own ``epsilon_`` disagrees with the accountant, or it claims a finite ε
+        without having recorded any DP event.
+    """
+    events = list(getattr(estimator, "privacy_events_", None) or [])
+    claimed = getattr(estimator, "epsilon_", None)
+    if not events:
+        if claimed is not None and math.isfinite(claimed):
+            raise PrivacyError(
+                f"{type(estimator).__name__} reports ε = {claimed} but recorded no DP events"
+            )
+        return PrivacyRecord.from_events([], epsilon=math.inf, delta=0.0, data_scope=data_scope)
+    delta = float(estimator.delta_)
+    declared = getattr(estimator, "accountant_", None)
+    accountant: Accountant = "pure" if delta == 0.0 else ("rdp" if declared == "rdp" else "pld")
+    epsilon = account_epsilon(events, delta, accountant)
+    if claimed is not None and not math.isclose(epsilon, claimed, rel_tol=1e-6, abs_tol=1e-9):
+        raise PrivacyError(
+            f"{type(estimator).__name__}.epsilon_ = {claimed} but the {accountant} accountant "
+            f"gives {epsilon} for its {len(events)} DP events at δ = {delta}"
+        )
+    return PrivacyRecord.from_events(
+        events, epsilon=epsilon, delta=delta, accountant=accountant, data_scope=data_scope
+    )
+
+
+# ---- estimators to weights ---------------------------------------------------------------
+def _mlp_layers(module: Any) -> tuple[Layers, str] | None:
+    """(layers, activation) of a ``Sequential`` of Linear and one activation type, else ``None``.
+
+    Exact types only: a subclass could override ``forward``.
+    """
+    import torch
+
+    activations = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.Sigmoid: "sigmoid"}
+    if type(module) is not torch.nn.Sequential or len(module) % 2 == 0:
+        return None
+    parts = list(module)
+    kinds = {activations.get(type(a)) for a in parts[1::2]}
+    if len(kinds) > 1 or None in kinds:
+        return None
+    layers: Layers = []
+    for linear in parts[0::2]:
+        if type(linear) is not torch.nn.Linear or linear.bias is None:
+            return None
+        weight = linear.weight.detach().cpu().numpy().astype(np.float32)
+        bias = linear.bias.detach().cpu().numpy().astype(np.float32)
+        layers.append((weight, bias))
+    activation = next(iter(kinds), None) or "tanh"  # a single layer has no hidden activation
+    return layers, activation
+
+
+def _sklearn_model(estimator: Any) -> Any:
+    """The scikit-learn model to convert: ``estimator_`` (diffprivlib copied to its base class)."""
+    from pubsubml.learners.diffprivlib_models import to_sklearn_base
+
+    return to_sklearn_base(getattr(estimator, "estimator_", estimator))
+
+
+def _output_positions(model: Any, classes: Sequence[Label]) -> list[int] | None:
+    """Where each column of the fitted model's probabilities goes among the declared classes.
+
+    ``None`` when they coincide.  A model fitted on a subset of the declared labels (classes
+    absent from a site's data) gets its columns scattered, as the learners' ``predict_proba``.
+    """
+    inner = getattr(model, "classes_", None)
+    if inner is None:
+        return None
+    inner_list = np.asarray(inner).tolist()
+    declared = list(classes)
+    if inner_list == declared:
+        return None
+    if all(c in declared for c in inner_list):
+        return [declared.index(c) for c in inner_list]
+    if all(isinstance(c, int) and 0 <= c < len(declared) for c in inner_list):
+        return [int(c) for c in inner_list]  # fitted on label codes 0..K-1
+    raise ValueError(
+        f"the fitted model's classes {inner_list[:10]} match neither the declared classes "
+        f"{declared[:10]} nor their codes 0..{len(declared) - 1}"
+    )
+
+
+def _resolve_schema(estimator: Any, schema: FeatureSchema | None) -> FeatureSchema:
+    fitted = getattr(estimator, "schema_", None)
+    if fitted is not None and schema is not None and fitted != schema:
+        raise ValueError("schema differs from the estimator's fitted schema_")
+    resolved = fitted if fitted is not None else schema
+    if not isinstance(resolved, FeatureSchema):
+        raise ValueError(
+            f"{type(estimator).__name__} has no FeatureSchema: pass schema= (the public schema "
+            "its inputs were encoded with)"
+        )
+    return resolved
+
+
+def _classes_of(estimator: Any) -> list[Label] | None:
+    raw = getattr(estimator, "classes_", None)
+    if raw is None:
+        return None
+    values = np.asarray(raw).tolist()
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, str | int | float)]
+    if bad:
+        raise ValueError(f"class labels must be str, int or float, got {bad[:5]}")
+    return list(values)
+
+
+def export_model(
+    estimator: Any,
+    *,
+    publisher: str,
+    signing_key: Ed25519PrivateKey,
+    format: Format = "auto",
+    data_scope: Sequence[str] | None = None,
+    schema: FeatureSchema | None = None,
+) -> Artifact:
+    """Convert a fitted estimator into a signed, self-checked artifact.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        A pubsubml learner (``module_`` network or ``estimator_`` scikit-learn/diffprivlib model,
+        with ``schema_``, ``classes_``, ``privacy_events_``, ``epsilon_``, ``delta_``), or a plain
+        fitted scikit-learn model trained on the schema-encoded matrix (non-private).
+    publisher : str
+        The publishing site's name.
+    signing_key : Ed25519PrivateKey
+    format : {"auto", "onnx", "safetensors"}, default="auto"
+        ``auto``: safetensors for fully connected networks (:data:`PREFER_SAFETENSORS_FOR_MLP`),
+        ONNX otherwise.  safetensors stores only fully connected networks.
+    data_scope : sequence of str, optional
+        Which data the privacy budget was spent on (recorded in the card).
+    schema : FeatureSchema, optional
+        Needed when the estimator has no fitted ``schema_``.
+
+    Returns
+    -------
+    Artifact
+
+    Raises
+    ------
+    ValueError
+        No schema, format not applicable, or widths/classes that do not match the model.
+    TypeError
+        No converter for the model.
+    PrivacyError
+        The estimator's ε disagrees with its DP events.
+    """
+    if format not in ("auto", "onnx", "safetensors"):
+        raise ValueError(f"format must be 'auto', 'onnx' or 'safetensors', got {format!r}")
+    resolved = _resolve_schema(estimator, schema)
+    classes = _classes_of(estimator)
+    privacy = privacy_record_of(estimator, data_scope)
+    n_in = resolved.n_encoded
+    module = getattr(estimator, "module_", None)
+    mlp = _mlp_layers(module) if module is not None else None
+    if format == "safetensors" and mlp is None:
+        raise ValueError("safetensors stores fully connected networks only; use format='onnx'")
+    fmt: Literal["onnx", "safetensors"] = (
+        "safetensors"
+        if format == "safetensors"
+        or (format == "auto" and mlp is not None and PREFER_SAFETENSORS_FOR_MLP)
+        else "onnx"
+    )
+    architecture = None
+    if mlp is not None:
+        layers, activation = mlp
+        if layers[0][0].shape[1] != n_in:
+            raise ValueError(
+                f"the network takes {layers[0][0].shape[1]} inputs, the schema encodes {n_in}"
+            )
+        sizes = [int(layers[0][0].shape[1])] + [int(w.shape[0]) for w, _ in layers]
+        architecture = MLPArchitecture(
+            layer_sizes=sizes,
+            activation=activation,  # type: ignore[arg-type]
+            output_activation="identity" if classes is None else "softmax",
+        )
+        encoders: dict[str, Callable[[], bytes]] = {
+            "safetensors": lambda: mlp_to_safetensors(layers),
+            "onnx": lambda: mlp_to_onnx(
+                layers, activation=activation, output_activation=architecture.output_activation
+            ),
+        }
+        weights = encoders[fmt]()
+    elif module is not None:
+        weights = torch_to_onnx(module, n_in, softmax=classes is not None)
+    else:
+        model = _sklearn_model(estimator)
+        if getattr(model, "n_features_in_", n_in) != n_in:
+            raise ValueError(
+                f"the model takes {model.n_features_in_} inputs, the schema encodes {n_in}"
+            )
+        positions = None if classes is None else _output_positions(model, classes)
+        weights = sklearn_to_onnx(
+            model, n_in, output_positions=positions, n_outputs=len(classes or [None])
+        )
+    artifact = make_artifact(
+        weights,
+        format=fmt,
+        publisher=publisher,
+        schema=resolved,
+        classes=classes,
+        privacy=privacy,
+        signing_key=signing_key,
+        architecture=architecture if fmt == "safetensors" else None,
+    )
+    public = signing_key.public_key()
+    artifact.open({key_id(public): public}, check_privacy=False)  # fail here, not at subscribers
+    return artifact

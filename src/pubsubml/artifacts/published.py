@@ -1,0 +1,350 @@
+"""A subscribed model, verified and ready to use as a black box over its declared features.
+
+:meth:`PublishedModel.load` checks, in order: the signature of the card by a trusted key, the
+SHA-256 digest of the weights, the privacy record (ε recomputed from the DP events), and the
+format's safety checks, then builds the runtime.  Predictions apply feature extension
+(pubsub-ml.txt §4 Step 3): features the model needs but ``X`` lacks take the public defaults of the
+card's schema, extra columns are ignored, column order never matters.  :func:`predict_many`
+computes the outputs of many subscribed models on the same ``X`` (m(x), Eqn 2), stacking
+networks of one architecture into one batched matmul per layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from pubsubml.artifacts.card import Accountant, ModelCard, PrivacyRecord
+from pubsubml.artifacts.codecs import DEFAULT_MAX_WEIGHTS_BYTES, DecodeOptions, Runner
+from pubsubml.artifacts.onnx_codec import load_onnx
+from pubsubml.artifacts.safetensors_codec import MLPRunner, MLPStack, load_safetensors
+from pubsubml.artifacts.signing import verify_card
+from pubsubml.errors import (
+    DigestMismatchError,
+    InvalidPrivacyParameterError,
+    PubsubmlError,
+    UntrustedArtifactError,
+)
+from pubsubml.privacy.events import DPEvent
+from pubsubml.schema import FeatureSchema
+
+__all__ = [
+    "PublishedModel",
+    "account_epsilon",
+    "build_runner",
+    "check_privacy_record",
+    "predict_many",
+]
+
+_DECODERS: Mapping[str, Callable[[ModelCard, bytes, DecodeOptions], Runner]] = {
+    "onnx": load_onnx,
+    "safetensors": load_safetensors,
+}
+_STACK_BYTES = 64 << 20  # largest intermediate activation of one stacked chunk
+
+
+def build_runner(card: ModelCard, weights: bytes, options: DecodeOptions | None = None) -> Runner:
+    """Run the safety checks of the card's format on ``weights`` and build the runtime.
+
+    Digest and signature are not checked here (see :meth:`PublishedModel.load`).
+
+    Raises
+    ------
+    UntrustedArtifactError
+        The weights fail a safety check or disagree with the card.
+    """
+    runner = _DECODERS[card.format](card, weights, options or DecodeOptions())
+    if runner.n_inputs != card.input_schema.n_encoded or runner.n_outputs != len(card.output):
+        raise UntrustedArtifactError(
+            f"the model maps {runner.n_inputs} → {runner.n_outputs} columns, its card declares "
+            f"{card.input_schema.n_encoded} → {len(card.output)}"
+        )
+    return runner
+
+
+def account_epsilon(events: Sequence[DPEvent], delta: float, accountant: Accountant) -> float:
+    """ε at δ of the sequential composition of ``events``.
+
+    ``"pld"`` and ``"rdp"`` call :func:`pubsubml.privacy.accountant.compute_epsilon` (δ in (0, 1));
+    ``"pure"`` is basic composition of pure ε-DP events at δ = 0 (diffprivlib models):
+    ε = Σ count·ε_i for ``approx_dp`` events with δ_i = 0 and Σ count/b for ``laplace`` events
+    (b = noise multiplier, scale over L1 sensitivity).
+
+    Raises
+    ------
+    InvalidPrivacyParameterError
+        ``"pure"`` with δ ≠ 0 or with an event that is not pure ε-DP; δ outside (0, 1) otherwise.
+
+    Examples
+    --------
+    >>> account_epsilon([DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0)] * 2, 0.0, "pure")
+    1.0
+    """
+    if accountant != "pure":
+        from pubsubml.privacy.accountant import compute_epsilon  # dp-accounting loads on first use
+
+        return float(compute_epsilon(events, delta, backend=accountant))
+    if delta != 0.0:
+        raise InvalidPrivacyParameterError(f"pure ε-DP accounting is at δ = 0, got δ = {delta}")
+    total = 0.0
+    for e in events:
+        if e.mechanism == "approx_dp" and e.delta == 0.0 and e.epsilon is not None:
+            total += e.count * e.epsilon
+        elif e.mechanism == "laplace" and e.noise_multiplier is not None:
+            total += e.count / e.noise_multiplier
+        else:
+            raise InvalidPrivacyParameterError(
+                f"a {e.mechanism} event with δ = {e.delta} is not pure ε-DP; account it at δ > 0"
+            )
+    return total
+
+
+def check_privacy_record(record: PrivacyRecord, *, rtol: float = 1e-6) -> float:
+    """Recompute ε from the record's DP events and check the card does not understate it.
+
+    The accountant caches its results per (events, δ, backend): publishers sharing one training
+    configuration cost one accountant call.
+
+    Returns
+    -------
+    float
+        The recomputed ε (``inf`` for a non-private model).
+
+    Raises
+    ------
+    UntrustedArtifactError
+        The claimed ε is below the accountant's, or the events cannot be accounted at δ.
+    """
+    if not record.events:
+        return float("inf")
+    assert record.accountant is not None  # guaranteed by PrivacyRecord validation
+    try:
+        epsilon = account_epsilon(record.events, record.delta, record.accountant)
+    except (PubsubmlError, ValueError) as exc:
+        raise UntrustedArtifactError(f"the privacy record cannot be accounted: {exc}") from None
+    if record.epsilon < epsilon * (1.0 - rtol):
+        raise UntrustedArtifactError(
+            f"the card claims ε = {record.epsilon:.6g} but its DP events give ε = {epsilon:.6g} "
+            f"at δ = {record.delta:g} ({record.accountant} accountant)"
+        )
+    return epsilon
+
+
+class PublishedModel:
+    """A verified published model M^p used as a black box (pubsub-ml.txt §4).
+
+    Build with :meth:`load`.
+
+    Parameters
+    ----------
+    card : ModelCard
+    runner : Runner
+    """
+
+    def __init__(self, card: ModelCard, runner: Runner) -> None:
+        self.card = card
+        self._runner = runner
+        self._classes = None if card.classes is None else np.asarray(card.classes)
+
+    @classmethod
+    def load(
+        cls,
+        card: ModelCard | str | bytes,
+        weights: bytes,
+        trusted_keys: Mapping[str, Ed25519PublicKey],
+        *,
+        max_weights_bytes: int = DEFAULT_MAX_WEIGHTS_BYTES,
+        intra_op_threads: int = 1,
+        check_privacy: bool = True,
+    ) -> PublishedModel:
+        """Verify and load a published model.
+
+        Parameters
+        ----------
+        card : ModelCard, or its JSON
+        weights : bytes
+        trusted_keys : mapping of key id to Ed25519PublicKey
+        max_weights_bytes : int, default=256 MiB
+        intra_op_threads : int, default=1
+            ONNX Runtime threads per model.
+        check_privacy : bool, default=True
+            Recompute ε from the card's events (:func:`check_privacy_record`).
+
+        Raises
+        ------
+        SignatureError
+            Unsigned card, untrusted signer, or a card altered after signing.
+        DigestMismatchError
+            The weights are not the ones the card was signed for.
+        UntrustedArtifactError
+            Oversized or unsafe weights, or a privacy record that understates ε.
+        pydantic.ValidationError
+            Malformed card JSON.
+        """
+        parsed = card if isinstance(card, ModelCard) else ModelCard.from_json(card)
+        verify_card(parsed, trusted_keys)
+        if not isinstance(weights, bytes | bytearray | memoryview):
+            raise UntrustedArtifactError(f"weights must be bytes, got {type(weights).__name__}")
+        if len(weights) > max_weights_bytes:
+            raise UntrustedArtifactError(
+                f"weights are {len(weights)} bytes, the limit is {max_weights_bytes}"
+            )
+        digest = hashlib.sha256(weights).hexdigest()
+        if digest != parsed.weights_sha256:
+            raise DigestMismatchError(
+                f"weights of model {parsed.model_id} have SHA-256 {digest[:16]}…, the signed card "
+                f"says {parsed.weights_sha256[:16]}…"
+            )
+        if check_privacy:
+            check_privacy_record(parsed.privacy)
+        options = DecodeOptions(max_bytes=max_weights_bytes, intra_op_threads=intra_op_threads)
+        return cls(parsed, build_runner(parsed, bytes(weights), options))
+
+    # ---- metadata ----------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        """The card's model id."""
+        return self.card.model_id
+
+    @property
+    def publisher(self) -> str:
+        """The publishing site."""
+        return self.card.publisher
+
+    @property
+    def task(self) -> str:
+        """``"classification"`` or ``"regression"``."""
+        return self.card.task
+
+    @property
+    def input_features(self) -> list[str]:
+        """Names of the features the model reads, in its order."""
+        return self.card.input_features
+
+    @property
+    def classes(self) -> np.ndarray | None:
+        """Class labels in output order, or ``None`` for regression."""
+        return self._classes
+
+    @property
+    def epsilon(self) -> float:
+        """ε of the publisher's guarantee (``inf`` for a non-private model)."""
+        return self.card.privacy.epsilon
+
+    @property
+    def delta(self) -> float:
+        """δ of the publisher's guarantee."""
+        return self.card.privacy.delta
+
+    @property
+    def n_outputs(self) -> int:
+        """Width of :meth:`predict_outputs`."""
+        return len(self.card.output)
+
+    def __repr__(self) -> str:
+        return (
+            f"PublishedModel(model_id={self.model_id!r}, publisher={self.publisher!r}, "
+            f"task={self.task!r}, format={self.card.format!r}, epsilon={self.epsilon:g})"
+        )
+
+    # ---- prediction --------------------------------------------------------------------
+    def missing_features(self, columns: Sequence[str]) -> list[str]:
+        """Features of the model absent from ``columns``: they take public defaults."""
+        have = set(map(str, columns))
+        return [n for n in self.input_features if n not in have]
+
+    def encode(self, X: Any) -> np.ndarray:
+        """Feature extension then public-bound encoding (pubsub-ml.txt §4 Step 3).
+
+        Parameters
+        ----------
+        X : DataFrame, or array-like of shape (n_samples, n_input_features) in schema order
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_encoded), float32
+
+        Raises
+        ------
+        DataValidationError
+            NaN, unknown categories, non-numeric values.
+        """
+        return self.card.input_schema.encode(X, missing="default", extra="ignore")
+
+    def predict_outputs(self, X: Any) -> np.ndarray:
+        """Model outputs: probabilities (n, n_classes) or predictions (n, 1)."""
+        return self._runner.run(self.encode(X))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities of shape (n_samples, n_classes), columns in :attr:`classes` order.
+
+        Raises
+        ------
+        TypeError
+            The model is a regressor.
+        """
+        if self.task != "classification":
+            raise TypeError(f"model {self.model_id} is a regressor; use predict")
+        return self.predict_outputs(X)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted labels (classification) or values (regression), shape (n_samples,)."""
+        out = self.predict_outputs(X)
+        if self._classes is None:
+            return out[:, 0]
+        return self._classes[np.argmax(out, axis=1)]
+
+
+def predict_many(
+    models: Sequence[PublishedModel], X: Any, *, max_chunk_bytes: int = _STACK_BYTES
+) -> list[np.ndarray]:
+    """Outputs of many published models on the same ``X`` (m(x), pubsub-ml.txt §4 Eqn 2).
+
+    ``X`` is encoded once per distinct input schema (with feature extension); safetensors
+    networks sharing an architecture run stacked, one batched matmul per layer, in chunks whose
+    largest activation stays under ``max_chunk_bytes``; other models run one by one.
+
+    Parameters
+    ----------
+    models : sequence of PublishedModel
+    X : DataFrame or array-like
+    max_chunk_bytes : int, default=64 MiB
+
+    Returns
+    -------
+    list of ndarray
+        ``predict_outputs`` of each model, in order: (n_samples, n_outputs_i).
+    """
+    encoded: dict[FeatureSchema, np.ndarray] = {}
+
+    def encode(model: PublishedModel) -> np.ndarray:
+        schema = model.card.input_schema
+        if schema not in encoded:
+            encoded[schema] = model.encode(X)
+        return encoded[schema]
+
+    results: list[np.ndarray | None] = [None] * len(models)
+    groups: dict[tuple[Any, ...], list[tuple[int, MLPRunner]]] = {}
+    for i, model in enumerate(models):
+        runner = model._runner
+        if isinstance(runner, MLPRunner):
+            arch = runner.architecture
+            key = (tuple(arch.layer_sizes), arch.activation, arch.output_activation)
+            groups.setdefault(key, []).append((i, runner))
+        else:
+            results[i] = runner.run(encode(model))
+    for (sizes, _, _), members in groups.items():
+        n_rows = encode(models[members[0][0]]).shape[0]
+        chunk = max(1, max_chunk_bytes // max(n_rows * max(sizes) * 4, 1))
+        for start in range(0, len(members), chunk):
+            part = members[start : start + chunk]
+            inputs = [encode(models[i]) for i, _ in part]
+            shared = all(z is inputs[0] for z in inputs)
+            out = MLPStack([r for _, r in part]).run(inputs[0] if shared else np.stack(inputs))
+            for k, (i, _) in enumerate(part):
+                results[i] = out[k]
+    return [r for r in results if r is not None]

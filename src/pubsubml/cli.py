@@ -1,0 +1,45 @@
+"""The ``pubsubml`` command line (one Typer app).
+
+``pubsubml demo`` runs the main job on the embedded default; the registry, site, feature, publish,
+subscribe, pull and budget commands talk to a registry service.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="pubsubml",
+    help="Publish/subscribe machine learning with differential privacy.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Publish/subscribe machine learning with differential privacy."""
+
+
+@app.command()
+def demo(
+    workdir: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the demo's registry, keys and artifacts (default: a temp dir)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the generated sites.")] = 0,
+) -> None:
+    """Run the end-to-end demo on the embedded default (nothing is downloaded)."""
+    from pubsubml.demo import run_demo
+
+    run_demo(workdir=workdir, seed=seed)
+
+
+def main() -> None:
+    """Entry point for ``python -m pubsubml``."""
+    app()

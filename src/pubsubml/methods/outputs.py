@@ -1,0 +1,294 @@
+"""Outputs of black-box models: running them, aligning their labels, scoring them.
+
+The customization algorithm sees a model only through its outputs M'_i(x') (pubsub-ml.txt §4,
+Eq. 2; Theorem 4): this module holds the pieces that touch a model — its declared
+``input_features``, its ``predict_proba``/``predict`` and, for a classifier, its declared label set
+— plus the registries of own models, fusion models and selection metrics used by
+:class:`~pubsubml.methods.pubsub.Customizer`.  Nothing here looks at a model's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import (
+    accuracy_score,
+    balanced_accuracy_score,
+    f1_score,
+    mean_squared_error,
+    r2_score,
+)
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.schema import FeatureSchema
+
+__all__ = [
+    "FUSION_MODELS",
+    "OWN_MODELS",
+    "SELECTION_METRICS",
+    "Runner",
+    "SelectionMetric",
+    "align_outputs",
+    "model_classes",
+    "model_features",
+    "published_runner",
+    "run_models",
+]
+
+Runner = Callable[[Sequence[Any], pd.DataFrame, str], Sequence[np.ndarray]]
+"""``runner(models, frame, method)``: each model's ``method`` output on ``frame``, in order."""
+
+
+def model_features(model: Any) -> list[str]:
+    """The input features a model declares (``input_features``, else ``feature_names_in_``).
+
+    Raises
+    ------
+    SchemaMismatchError
+        The model declares no input features.
+    """
+    feats = getattr(model, "input_features", None)
+    if feats is None:
+        feats = getattr(model, "feature_names_in_", None)
+    if feats is None:
+        raise SchemaMismatchError(
+            f"model {model!r} declares no input_features; a black box must name its inputs"
+        )
+    return [str(f) for f in feats]
+
+
+def model_classes(model: Any) -> list[Any] | None:
+    """The label set a classifier declares (``classes``, else ``classes_``), or ``None``."""
+    cls = getattr(model, "classes", None)
+    if cls is None:
+        cls = getattr(model, "classes_", None)
+    return None if cls is None else list(np.asarray(cls).tolist())
+
+
+def run_models(
+    models: Sequence[Any], frame: pd.DataFrame, method: str, runner: Runner | None = None
+) -> list[np.ndarray]:
+    """Each model's ``method`` (``"predict_proba"`` or ``"predict"``) on feature-extended rows.
+
+    Without ``runner`` every model receives ``frame`` restricted to its declared input features
+    that ``frame`` holds (extra columns dropped; absent ones left for the model to fill with its
+    public defaults).  Frames are built once per distinct feature list.
+
+    Returns
+    -------
+    list of ndarray, one per model
+    """
+    if runner is not None:
+        outs = list(runner(models, frame, method))
+        if len(outs) != len(models):
+            raise DataValidationError(
+                f"runner returned {len(outs)} outputs for {len(models)} models"
+            )
+        return [np.asarray(o) for o in outs]
+    cols = set(frame.columns)
+    views: dict[tuple[str, ...], pd.DataFrame] = {}
+    out: list[np.ndarray] = []
+    for i, m in enumerate(models):
+        key = tuple(f for f in model_features(m) if f in cols)
+        if key not in views:
+            views[key] = frame.loc[:, list(key)]
+        fn = getattr(m, method, None)
+        if fn is None:
+            raise LabelError(
+                f"model {i} has no {method}: it cannot be fused into this task "
+                "(a classification task needs predict_proba, a regression task predict)"
+            )
+        out.append(np.asarray(fn(views[key])))
+    return out
+
+
+def published_runner(models: Sequence[Any], frame: pd.DataFrame, method: str) -> list[np.ndarray]:
+    """A :data:`Runner` for :class:`~pubsubml.artifacts.PublishedModel` s: one batched pass.
+
+    Uses :func:`~pubsubml.artifacts.predict_many`, which encodes ``frame`` once per input schema
+    (feature extension with each card's public defaults) and runs networks of one architecture
+    stacked.  Its outputs are probabilities for classifiers and one column for regressors, so
+    ``method`` needs no dispatch.
+    """
+    from pubsubml.artifacts import predict_many
+
+    return predict_many(models, frame) if models else []
+
+
+def align_outputs(
+    out: np.ndarray, model: Any, classes: np.ndarray | None, index: int
+) -> np.ndarray:
+    """A model's output as columns of m(x) in the subscriber's label order.
+
+    Classification: probability columns are reordered by class label and zero columns are
+    inserted for the subscriber's classes the model does not know.  Regression: one column.
+
+    Parameters
+    ----------
+    out : ndarray of shape (n, k) or (n,)
+    model : black-box model
+    classes : ndarray of shape (K,) or None
+        The subscriber's label set (``None`` for regression).
+    index : int
+        Position of the model, for error messages.
+
+    Returns
+    -------
+    ndarray of shape (n, K) (classification) or (n, 1) (regression), float64
+
+    Raises
+    ------
+    LabelError
+        The model declares no classes or a label outside ``classes``.
+    DataValidationError
+        Wrong shape or non-finite outputs.
+    """
+    arr = np.asarray(out, dtype=np.float64)
+    if classes is None:
+        if arr.ndim == 2 and arr.shape[1] == 1:
+            arr = arr[:, 0]
+        if arr.ndim != 1:
+            raise DataValidationError(
+                f"model {index}: expected one output per row, got {arr.shape}"
+            )
+        col = arr.reshape(-1, 1)
+    else:
+        mc = model_classes(model)
+        if mc is None:
+            raise LabelError(f"model {index} declares no classes; cannot align its outputs")
+        if arr.ndim != 2 or arr.shape[1] != len(mc):
+            raise DataValidationError(
+                f"model {index}: predict_proba gave shape {arr.shape} for {len(mc)} classes"
+            )
+        where = {c: j for j, c in enumerate(np.asarray(classes).tolist())}
+        unknown = [c for c in mc if c not in where]
+        if unknown:
+            raise LabelError(
+                f"model {index} predicts labels {unknown} outside the subscriber's classes "
+                f"{list(where)}; its outputs cannot be aligned"
+            )
+        col = np.zeros((arr.shape[0], len(where)))
+        col[:, [where[c] for c in mc]] = arr
+    if not np.all(np.isfinite(col)):
+        raise DataValidationError(f"model {index} returned NaN or infinite outputs")
+    return col
+
+
+# ---- selection metrics (Step 2) ------------------------------------------------------------
+@dataclass(frozen=True)
+class SelectionMetric:
+    """A metric of Step 2 over a candidate's aligned outputs on ``Cus``."""
+
+    fn: Callable[[np.ndarray, np.ndarray, np.ndarray | None], float]
+    greater_is_better: bool
+    tasks: frozenset[str]
+
+    def score(self, y: np.ndarray, outputs: np.ndarray, classes: np.ndarray | None) -> float:
+        """The metric of outputs (n, K) or (n, 1) against labels or targets ``y``."""
+        return float(self.fn(y, outputs, classes))
+
+
+def _labels(outputs: np.ndarray, classes: np.ndarray | None) -> np.ndarray:
+    assert classes is not None
+    return np.asarray(classes)[np.argmax(outputs, axis=1)]
+
+
+def _f1_minority(y: np.ndarray, outputs: np.ndarray, classes: np.ndarray | None) -> float:
+    """F1 of the least frequent class of ``y`` (pubsub-ml.txt §8 for imbalanced data)."""
+    assert classes is not None
+    counts = [(int(np.sum(y == c)), i) for i, c in enumerate(np.asarray(classes).tolist())]
+    present = [t for t in counts if t[0] > 0] or counts
+    minority = np.asarray(classes)[min(present)[1]]
+    pred = _labels(outputs, classes)
+    return float(f1_score(y, pred, labels=[minority], average="macro", zero_division=0.0))
+
+
+_CLF = frozenset({"classification"})
+_REG = frozenset({"regression"})
+SELECTION_METRICS: dict[str, SelectionMetric] = {
+    "accuracy": SelectionMetric(lambda y, o, c: accuracy_score(y, _labels(o, c)), True, _CLF),
+    "balanced_accuracy": SelectionMetric(
+        lambda y, o, c: balanced_accuracy_score(y, _labels(o, c)), True, _CLF
+    ),
+    "f1_minority": SelectionMetric(_f1_minority, True, _CLF),
+    "mse": SelectionMetric(lambda y, o, c: mean_squared_error(y, o[:, 0]), False, _REG),
+    "r2": SelectionMetric(lambda y, o, c: r2_score(y, o[:, 0]), True, _REG),
+}
+
+
+# ---- own models (Step 1) and fusion models (Step 4) ----------------------------------------
+class _PublicEncoder:
+    """Encode a DataFrame with public schema bounds (or as plain floats without a schema)."""
+
+    def __init__(self, schema: FeatureSchema | None, features: list[str]) -> None:
+        self.schema = None if schema is None else schema.subset(features)
+        self.features = features
+
+    def __call__(self, X: pd.DataFrame) -> np.ndarray:
+        if self.schema is not None:
+            return self.schema.encode(X, extra="ignore")
+        try:
+            return np.asarray(X[self.features], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DataValidationError(f"features must be numeric without a schema: {exc}") from exc
+
+
+def _encoded(est: Any, schema: FeatureSchema | None, features: list[str]) -> Pipeline:
+    encode = FunctionTransformer(_PublicEncoder(schema, features), validate=False)
+    return Pipeline([("encode", encode), ("model", est)])
+
+
+def _own_mlp(task: str, schema: FeatureSchema | None, features: list[str], seed: int) -> Pipeline:
+    """Table 4's Hyperplane network: (100, 50) tanh, Adam, 30 epochs, minibatch 100."""
+    kw: dict[str, Any] = dict(
+        hidden_layer_sizes=(100, 50),
+        activation="tanh",
+        solver="adam",
+        batch_size=100,
+        max_iter=30,
+        random_state=seed,
+    )
+    est = MLPClassifier(**kw) if task == "classification" else MLPRegressor(**kw)
+    return _encoded(est, schema, features)
+
+
+def _own_forest(
+    task: str, schema: FeatureSchema | None, features: list[str], seed: int
+) -> Pipeline:
+    """A random forest with scikit-learn defaults (pfl-stacking.txt §4)."""
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    return _encoded(cls(random_state=seed), schema, features)
+
+
+OWN_MODELS: dict[str, Callable[[str, FeatureSchema | None, list[str], int], Any]] = {
+    "forest": _own_forest,
+    "mlp": _own_mlp,
+}
+
+
+def _fusion_linear(task: str, seed: int) -> Any:
+    """m(x) fully connected to the output layer (pubsub-ml.txt §7.2): softmax or linear."""
+    if task == "classification":
+        return LogisticRegression(C=1.0, max_iter=1000)
+    return Ridge(alpha=1.0)
+
+
+def _fusion_forest(task: str, seed: int) -> Any:
+    """A random-forest meta-model (pfl-stacking.txt §4)."""
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    return cls(random_state=seed)
+
+
+FUSION_MODELS: dict[str, Callable[[str, int], Any]] = {
+    "forest": _fusion_forest,
+    "linear": _fusion_linear,
+}

@@ -1,0 +1,501 @@
+"""Local training of ProxyFL clients: deep mutual learning with a DP-SGD proxy (proxyfl.txt §3.2).
+
+Every client ``k`` holds a **private** model ``f_φk`` (any ``nn.Module``, trained without DP, never
+shared) and a **proxy** ``h_θk`` (an MLP of an architecture common to all clients, trained with
+DP-SGD).  One local step (Algorithm 1, lines 3–4) Poisson-samples a mini-batch ``B_k`` and
+
+* updates the proxy with DP-SGD on Eq. 5, ``(1−β)·CE + β·KL(proxy ‖ private)``: per-sample
+  gradients (Eq. 6) clipped to ``C``, summed, plus ``N(0, σ²C²I)``, divided by the expected batch
+  size (Eq. 7);
+* updates the private model with Adam on Eq. 4, ``(1−α)·CE + α·KL(private ‖ proxy)``.
+
+Both losses use the other model's outputs from before this step's updates, held fixed (as the
+authors' code does).  The KL directions follow Eq. 3–5 (the model being trained is the first
+argument); the authors' code uses ``KLDivLoss``, which computes the reverse direction.
+
+The local state of any number of clients is one :class:`ClientCohort`.  Its proxies are stacked
+and trained in one batched computation with the DP-SGD engine's
+:class:`~pubsubml.privacy.dpsgd.MLPStack` (ghost clipping: per-sample gradient norms without
+materialising per-sample gradients), its Poisson sampling (:func:`~pubsubml.privacy.dpsgd.poisson_sample`)
+and its random-draw protocol (per step: ``rand(n)`` then ``randn(P)`` from the client's generator),
+so a client's models depend only on its own seed, data and the proxies it receives, whether it is
+simulated with others or runs alone as a peer.
+
+Notes
+-----
+Privacy of the proxy (§3.3) is accounted as DP-SGD with the stated σ, q and steps.  The KL target
+of Eq. 5 is the private model's output on the sampled record; the private model is trained on the
+same data without DP, so strictly every per-sample gradient depends on the whole data set through
+``φ_k``.  The paper's analysis (and ours) treats those outputs as fixed inputs of each DP-SGD step;
+with ``beta = 0`` the proxy is plain DP-SGD and the accounting is exact.
+
+References
+----------
+proxyfl.txt §3.2 (Eq. 2–7), §3.3, §4.1 (Adam, lr 1e-3, weight decay 1e-4, batch 250, C = 1, σ = 1,
+α = β = 0.5, one epoch per round); Abadi et al., CCS 2016.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.privacy.accountant import PrivacyAccountant, check_delta, compute_epsilon
+from pubsubml.privacy.dpsgd import DPSGDConfig, Loss, MLPStack, init_mlp, poisson_sample
+from pubsubml.privacy.events import DPEvent
+
+__all__ = [
+    "ClientCohort",
+    "DMLConfig",
+    "PrivateFactory",
+    "client_seed",
+    "dml_proxy_loss",
+    "mlp_factory",
+]
+
+#: ``factory(n_features, n_classes) -> nn.Module`` builds one client's private model.
+PrivateFactory = Callable[[int, int], nn.Module]
+
+
+def client_seed(seed: int, client: int) -> int:
+    """The seed of client ``client``'s own generator, derived from the run's ``seed``.
+
+    Examples
+    --------
+    >>> client_seed(0, 1) == client_seed(0, 1) != client_seed(0, 2)
+    True
+    """
+    return int(np.random.SeedSequence([seed, client]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+@dataclass(frozen=True)
+class DMLConfig:
+    """Local-training hyperparameters of ProxyFL and its baselines (proxyfl.txt §4.1 defaults).
+
+    Parameters
+    ----------
+    alpha, beta : float, default=0.5
+        DML weights of Eq. 4 (private) and Eq. 5 (proxy), in [0, 1).
+    lr : float, default=1e-3
+    weight_decay : float, default=1e-4
+        Adam's L2 term, applied to both models (after the noise for the proxy: data-independent).
+    batch_size : int, default=250
+        Expected batch size ``B``; Poisson rate ``q = min(1, B / n_k)``.
+    local_epochs : int, default=1
+        A round runs ``local_epochs · round(1/q)`` steps.
+    noise_multiplier, max_grad_norm : float, default=1.0
+        σ and C of Eq. 7.
+    dp : bool, default=True
+        ``False`` drops clipping and noise (the non-DP ablation, §4.2); nothing is accounted then.
+    delta : float, default=1e-5
+        δ of each client's (ε, δ); must be below ``1/n_k``.
+    epsilon_budget : float, optional
+        A client drops out before a round that would take its ε above this (§3.3).
+
+    Raises
+    ------
+    InvalidPrivacyParameterError
+        σ ≤ 0 or C ≤ 0 with ``dp``, δ outside (0, 1) or a non-positive budget.
+    ValueError
+        Other values out of range.
+    """
+
+    alpha: float = 0.5
+    beta: float = 0.5
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    batch_size: int = 250
+    local_epochs: int = 1
+    noise_multiplier: float = 1.0
+    max_grad_norm: float = 1.0
+    dp: bool = True
+    delta: float = 1e-5
+    epsilon_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not (self.lr > 0 and self.weight_decay >= 0):
+            raise ValueError(
+                f"need lr > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}"
+            )
+        if self.dp and not self.noise_multiplier > 0:
+            raise InvalidPrivacyParameterError(
+                f"noise_multiplier must be > 0, got {self.noise_multiplier}"
+            )
+        if self.epsilon_budget is not None and not self.epsilon_budget > 0:
+            raise InvalidPrivacyParameterError(
+                f"epsilon_budget must be > 0, got {self.epsilon_budget}"
+            )
+        check_delta(self.delta)
+        # DPSGDConfig validates C, the batch size and the epochs.
+        self.dpsgd()
+
+    def dpsgd(self) -> DPSGDConfig:
+        """The engine's config for one round (``epochs = local_epochs``)."""
+        return DPSGDConfig(
+            noise_multiplier=self.noise_multiplier,
+            max_grad_norm=self.max_grad_norm,
+            batch_size=self.batch_size,
+            epochs=self.local_epochs,
+            lr=self.lr,
+        )
+
+
+def dml_proxy_loss(log_r: Tensor, beta: float) -> Loss:
+    """Eq. 5 per sample: ``(1−β)·CE(z, y) + β·KL(softmax z ‖ r)`` with ``r`` held fixed.
+
+    Parameters
+    ----------
+    log_r : Tensor of shape (S, b, k)
+        Log-probabilities of the private models on the batch (detached).
+    beta : float
+
+    Returns
+    -------
+    Loss
+        For logits ``z`` of shape (S, b, k) and labels (S, b); the output gradient is
+        ``(1−β)(p − e_y) + β·p ∘ (log p − log r − KL)`` with ``p = softmax z``.
+
+    Examples
+    --------
+    >>> z = torch.zeros(1, 2, 3)
+    >>> loss = dml_proxy_loss(torch.log_softmax(z, -1), 0.5)
+    >>> loss.per_sample(z, torch.zeros(1, 2, dtype=torch.long)).tolist()  # 0.5 · ln 3, KL = 0
+    [[0.5493061542510986, 0.5493061542510986]]
+    """
+
+    def kl_parts(z: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        log_p = torch.log_softmax(z, -1)
+        p = log_p.exp()
+        return p, log_p, (p * (log_p - log_r)).sum(-1)
+
+    def per_sample(z: Tensor, y: Tensor) -> Tensor:
+        _, log_p, kl = kl_parts(z)
+        ce = -log_p.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+        return (1.0 - beta) * ce + beta * kl
+
+    def output_grad(z: Tensor, y: Tensor) -> Tensor:
+        p, log_p, kl = kl_parts(z)
+        ce_grad = p.scatter_add(-1, y.unsqueeze(-1), torch.full_like(p[..., :1], -1.0))
+        return (1.0 - beta) * ce_grad + beta * p * (log_p - log_r - kl.unsqueeze(-1))
+
+    return Loss(per_sample, output_grad)
+
+
+class _StackedAdam:
+    """Adam (torch's formula, L2 weight decay) on stacked parameters, a step count per site."""
+
+    def __init__(self, params: list[Tensor], lr: float, weight_decay: float) -> None:
+        self.params, self.lr, self.wd = params, lr, weight_decay
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+        self.t = torch.zeros(params[0].shape[0], dtype=torch.float64)
+
+    def step(self, grads: Sequence[Tensor], live: Tensor) -> None:
+        self.t += live.to(torch.float64)
+        t = self.t.clamp(min=1.0)
+        for p, g, m, v in zip(self.params, grads, self.m, self.v, strict=True):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            g = g + self.wd * p
+            m_new = m.lerp(g, 0.1)
+            v_new = v.mul(0.999).addcmul(g, g, value=0.001)
+            step = (self.lr / (1.0 - 0.9**t)).to(p.dtype).view(shape)
+            bc2 = (1.0 - 0.999**t).sqrt().to(p.dtype).view(shape)
+            p_new = p - step * m_new / (v_new.sqrt() / bc2 + 1e-8)
+            mask = live.view(shape)
+            for full, new in ((p, p_new), (m, m_new), (v, v_new)):
+                full.copy_(torch.where(mask, new, full))
+
+
+def _batch_index(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Row indices (S, b) of the sampled rows of each site, in order, and which are real."""
+    counts = mask.sum(1)
+    b = max(1, int(counts.max()))
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, :b]
+    valid = torch.arange(b).unsqueeze(0) < counts.unsqueeze(1)
+    return torch.where(valid, order, torch.zeros_like(order)), valid
+
+
+def mlp_factory(hidden: Sequence[int]) -> PrivateFactory:
+    """A factory of ReLU MLPs ``n_features → hidden… → n_classes`` (a private model).
+
+    Examples
+    --------
+    >>> mlp_factory((8,))(4, 3)
+    Sequential(
+      (0): Linear(in_features=4, out_features=8, bias=True)
+      (1): ReLU()
+      (2): Linear(in_features=8, out_features=3, bias=True)
+    )
+    """
+    sizes = tuple(hidden)
+
+    def build(n_features: int, n_classes: int) -> nn.Module:
+        dims = (n_features, *sizes, n_classes)
+        layers: list[nn.Module] = []
+        for i in range(len(dims) - 1):
+            layers.append(nn.Linear(dims[i], dims[i + 1]))
+            if i < len(dims) - 2:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers)
+
+    return build
+
+
+class ClientCohort:
+    """The local state of ``S`` clients: stacked DP proxies, private models, accountants.
+
+    Parameters
+    ----------
+    client_ids : sequence of int
+        Global ids of the clients held here (their seeds derive from them).
+    data : sequence of (Tensor of shape (n_k, d), Tensor of shape (n_k,))
+        Each client's private training set (float32 features, int64 labels).
+    n_classes : int
+        Public number of classes.
+    proxy_hidden : sequence of int
+        Hidden sizes of the common proxy MLP (ReLU).
+    private_factories : sequence of callable or None
+        ``factory(n_features, n_classes) -> nn.Module`` per client; ``None`` trains proxies only
+        (plain CE, the single-model baselines).
+    config : DMLConfig
+    seed : int
+        All proxies start from one initialisation drawn from ``seed`` (the common architecture and
+        initial weights agreed in the protocol); private models and sampling use per-client seeds.
+
+    Raises
+    ------
+    DataValidationError
+        Malformed data or labels outside ``range(n_classes)``.
+    InvalidPrivacyParameterError
+        δ ≥ 1/n_k for some client.
+    """
+
+    def __init__(
+        self,
+        *,
+        client_ids: Sequence[int],
+        data: Sequence[tuple[Tensor, Tensor]],
+        n_classes: int,
+        proxy_hidden: Sequence[int],
+        private_factories: Sequence[PrivateFactory] | None,
+        config: DMLConfig,
+        seed: int,
+    ) -> None:
+        self.client_ids = [int(k) for k in client_ids]
+        if len(self.client_ids) != len(data) or not data:
+            raise DataValidationError("need one (X, y) pair per client id, at least one")
+        self.config, self.n_classes = config, n_classes
+        self.X, self.y, self.n = _stack_data(data, n_classes)
+        for n in self.n:
+            check_delta(config.delta, n_samples=n)
+        cfg = config.dpsgd()
+        self.q = [cfg.sample_rate_for(n) for n in self.n]
+        self.steps = [cfg.steps_for(n) for n in self.n]
+        S, d = len(self.n), self.X.shape[2]
+        init = init_mlp((d, *proxy_hidden, n_classes), "relu", torch.Generator().manual_seed(seed))
+        self.proxy = MLPStack.from_modules([init] * S)
+        self.proxy_opt = _StackedAdam(self.proxy.parameters(), config.lr, config.weight_decay)
+        self.generators = [
+            torch.Generator().manual_seed(client_seed(seed, k)) for k in self.client_ids
+        ]
+        self.privates: list[nn.Module] | None = None
+        self.private_opts: list[torch.optim.Optimizer] = []
+        if private_factories is not None:
+            self.privates = []
+            for k, factory in zip(self.client_ids, private_factories, strict=True):
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(client_seed(seed, k) ^ 0x5EED)
+                    module = factory(d, n_classes)
+                self.privates.append(module)
+                self.private_opts.append(
+                    torch.optim.Adam(
+                        module.parameters(), lr=config.lr, weight_decay=config.weight_decay
+                    )
+                )
+        self.accountants = [PrivacyAccountant(backend="pld") for _ in self.client_ids]
+        self.push_weights = torch.ones(S, dtype=torch.float32)
+        self.active = torch.ones(S, dtype=torch.bool)
+        self.rounds_trained = [0] * S
+
+    # ---- privacy ---------------------------------------------------------------------------
+    def round_event(self, s: int) -> DPEvent:
+        """The DP event of one round of client ``s`` (Poisson-subsampled Gaussian, its steps)."""
+        return DPEvent(
+            mechanism="subsampled_gaussian",
+            noise_multiplier=self.config.noise_multiplier,
+            sample_rate=self.q[s],
+            count=self.steps[s],
+        )
+
+    def dp_steps(self) -> list[int]:
+        """DP-SGD steps each client has run so far (0 without DP)."""
+        return [sum(e.count for e in acc.events) for acc in self.accountants]
+
+    def epsilon(self, s: int) -> float:
+        """ε at δ of client ``s`` from the steps it actually ran (``inf`` without DP once trained)."""
+        if not self.config.dp:
+            return math.inf if self.rounds_trained[s] else 0.0
+        return self.accountants[s].get_epsilon(self.config.delta)
+
+    def willing(self) -> Tensor:
+        """Which clients can run one more round within their budget (bool, shape (S,))."""
+        budget = self.config.epsilon_budget
+        out = self.active.clone()
+        if budget is None or not self.config.dp:
+            return out
+        for s in range(len(self.n)):
+            if out[s]:
+                nxt = compute_epsilon(
+                    [*self.accountants[s].events, self.round_event(s)], self.config.delta
+                )
+                out[s] = nxt <= budget
+        return out
+
+    # ---- training ----------------------------------------------------------------------------
+    def train_round(self) -> None:
+        """One local round of DML (or plain CE without private models) for the active clients."""
+        S, cfg = len(self.n), self.config
+        live_rounds = [s for s in range(S) if self.active[s]]
+        for t in range(max((self.steps[s] for s in live_rounds), default=0)):
+            live = torch.tensor([bool(self.active[s]) and t < self.steps[s] for s in range(S)])
+            mask = torch.zeros(self.X.shape[:2], dtype=torch.bool)
+            for s in live.nonzero().flatten().tolist():
+                mask[s, : self.n[s]] = poisson_sample(self.n[s], self.q[s], self.generators[s])
+            self._step(mask, live)
+        for s in live_rounds:
+            self.rounds_trained[s] += 1
+            if cfg.dp:
+                self.accountants[s].step(
+                    noise_multiplier=cfg.noise_multiplier,
+                    sample_rate=self.q[s],
+                    steps=self.steps[s],
+                )
+
+    def _step(self, mask: Tensor, live: Tensor) -> None:
+        cfg, S = self.config, len(self.n)
+        idx, valid = _batch_index(mask)
+        sites = torch.arange(S).unsqueeze(1)
+        Xb, yb = self.X[sites, idx], self.y[sites, idx]
+        counts = valid.sum(1)
+        if not cfg.dp:
+            live = live & (counts > 0)
+        with torch.no_grad():
+            proxy_logits = self.proxy.forward(Xb)
+        loss: Loss | str = "cross_entropy"
+        private_logits: list[Tensor | None] = [None] * S
+        if self.privates is not None:
+            log_r = torch.zeros_like(proxy_logits)
+            for s in live.nonzero().flatten().tolist():
+                if counts[s] > 0:
+                    out = self.privates[s](Xb[s, : counts[s]])
+                    private_logits[s] = out
+                    log_r[s, : counts[s]] = torch.log_softmax(out.detach(), -1)
+            loss = dml_proxy_loss(log_r, cfg.beta)
+        clip = torch.full((S,), cfg.max_grad_norm) if cfg.dp else None
+        grads, _ = self.proxy.clipped_gradient_sum(Xb, yb, valid & live.unsqueeze(1), loss, clip)
+        if cfg.dp:
+            self._add_noise(grads, live)
+        else:
+            denom = counts.clamp(min=1).to(torch.float32)
+            for g in grads:
+                g.div_(denom.view((-1,) + (1,) * (g.dim() - 1)))
+        self.proxy_opt.step(grads, live)
+        if self.privates is not None:
+            self._private_step(private_logits, proxy_logits, yb, counts)
+
+    def _add_noise(self, grads: list[Tensor], live: Tensor) -> None:
+        """Eq. 7: add N(0, σ²C²) per parameter, divide by the expected batch size ``q·n``."""
+        sizes = [g[0].numel() for g in grads]
+        std = self.config.noise_multiplier * self.config.max_grad_norm
+        for s in live.nonzero().flatten().tolist():
+            noise = torch.randn(sum(sizes), generator=self.generators[s])
+            for g, z in zip(grads, noise.split(sizes), strict=True):
+                g[s].add_(z.view_as(g[s]), alpha=std).div_(self.q[s] * self.n[s])
+
+    def _private_step(
+        self, logits: list[Tensor | None], proxy_logits: Tensor, yb: Tensor, counts: Tensor
+    ) -> None:
+        """Eq. 4 with Adam, no DP: ``(1−α)·CE + α·KL(private ‖ proxy)`` averaged over the batch."""
+        alpha = self.config.alpha
+        assert self.privates is not None
+        for s, out in enumerate(logits):
+            if out is None:
+                continue
+            b = int(counts[s])
+            log_p = torch.log_softmax(out, -1)
+            log_q = torch.log_softmax(proxy_logits[s, :b], -1)
+            kl = (log_p.exp() * (log_p - log_q)).sum(-1).mean()
+            loss = (1.0 - alpha) * F.nll_loss(log_p, yb[s, :b]) + alpha * kl
+            self.private_opts[s].zero_grad()
+            loss.backward()
+            self.private_opts[s].step()
+
+    # ---- proxies as flat vectors, and prediction ----------------------------------------------
+    def flat_proxies(self) -> Tensor:
+        """The proxies as rows of shape (S, d_θ) (a copy), in ``nn.Sequential`` parameter order."""
+        S = len(self.n)
+        return torch.cat([p.reshape(S, -1) for p in self.proxy.parameters()], 1).clone()
+
+    def load_proxies(self, flat: Tensor) -> None:
+        """Overwrite the proxies in place from rows of shape (S, d_θ)."""
+        S, offset = len(self.n), 0
+        for p in self.proxy.parameters():
+            size = p[0].numel()
+            p.copy_(flat[:, offset : offset + size].reshape(p.shape))
+            offset += size
+        if offset != flat.shape[1] or flat.shape[0] != S:
+            raise DataValidationError(
+                f"expected proxies of shape ({S}, {offset}), got {tuple(flat.shape)}"
+            )
+
+    def predict_proba(
+        self, s: int, X: Tensor, model: Literal["private", "proxy"] = "private"
+    ) -> Tensor:
+        """Class probabilities (n, k) of client ``s``'s private model or proxy."""
+        with torch.no_grad():
+            if model == "private" and self.privates is not None:
+                module = self.privates[s]
+                module.eval()
+                out = module(X)
+                module.train()
+            else:
+                out = X
+                for i, (w, b) in enumerate(zip(self.proxy.weights, self.proxy.biases, strict=True)):
+                    out = F.linear(out, w[s], b[s])
+                    out = torch.relu(out) if i < len(self.proxy.weights) - 1 else out
+        return torch.softmax(out, -1)
+
+
+def _stack_data(
+    data: Sequence[tuple[Tensor, Tensor]], n_classes: int
+) -> tuple[Tensor, Tensor, list[int]]:
+    ns = []
+    for X, y in data:
+        if X.dim() != 2 or y.dim() != 1 or len(X) != len(y) or len(X) == 0:
+            raise DataValidationError(
+                f"expected X (n, d) and y (n,), got {tuple(X.shape)}, {tuple(y.shape)}"
+            )
+        if not bool(torch.isfinite(X).all()):
+            raise DataValidationError("features must be finite")
+        if int(y.min()) < 0 or int(y.max()) >= n_classes:
+            raise DataValidationError(f"labels must lie in range({n_classes})")
+        ns.append(len(X))
+    d = data[0][0].shape[1]
+    if any(X.shape[1] != d for X, _ in data):
+        raise DataValidationError("all clients must share the feature dimension")
+    X_pad = torch.zeros(len(data), max(ns), d)
+    y_pad = torch.zeros(len(data), max(ns), dtype=torch.long)
+    for s, (X, y) in enumerate(data):
+        X_pad[s, : ns[s]], y_pad[s, : ns[s]] = X.to(torch.float32), y.to(torch.long)
+    return X_pad, y_pad, ns

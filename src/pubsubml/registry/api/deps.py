@@ -1,0 +1,112 @@
+"""FastAPI dependencies of the registry routes, as ``Annotated`` aliases.
+
+Every resource lives on ``app.state.registry`` (a :class:`RegistryState` built by
+:func:`~pubsubml.registry.app.create_app`); tests replace any of them with
+``app.dependency_overrides[get_store] = …`` rather than patching names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pubsubml.errors import PermissionDeniedError
+from pubsubml.registry.auth import Principal
+from pubsubml.registry.database import Database
+from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.sites import authenticate
+from pubsubml.registry.settings import RegistrySettings
+from pubsubml.registry.store import ArtifactStore
+
+__all__ = [
+    "DatabaseDep",
+    "NotifierDep",
+    "PrincipalDep",
+    "PublisherDep",
+    "RegistryState",
+    "SettingsDep",
+    "StoreDep",
+    "get_database",
+    "get_notifier",
+    "get_principal",
+    "get_publisher",
+    "get_settings",
+    "get_state",
+    "get_store",
+]
+
+_bearer = HTTPBearer(auto_error=False, description="A site token or the admin token.")
+
+
+@dataclass
+class RegistryState:
+    """What one registry process holds: settings, database, store and the feed notifier."""
+
+    settings: RegistrySettings
+    database: Database
+    store: ArtifactStore
+    notifier: FeedNotifier
+
+
+def get_state(request: Request) -> RegistryState:
+    """The registry state of the running app."""
+    state: RegistryState = request.app.state.registry
+    return state
+
+
+StateDep = Annotated[RegistryState, Depends(get_state)]
+
+
+def get_settings(state: StateDep) -> RegistrySettings:
+    """The settings."""
+    return state.settings
+
+
+def get_database(state: StateDep) -> Database:
+    """The database."""
+    return state.database
+
+
+def get_store(state: StateDep) -> ArtifactStore:
+    """The artifact store."""
+    return state.store
+
+
+def get_notifier(state: StateDep) -> FeedNotifier:
+    """The feed notifier."""
+    return state.notifier
+
+
+SettingsDep = Annotated[RegistrySettings, Depends(get_settings)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+StoreDep = Annotated[ArtifactStore, Depends(get_store)]
+NotifierDep = Annotated[FeedNotifier, Depends(get_notifier)]
+
+
+def get_principal(
+    db: DatabaseDep,
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The authenticated caller (HTTP 401 without a valid bearer token)."""
+    token = credentials.credentials if credentials is not None else None
+    with db.read() as session:
+        return authenticate(session, token, settings.admin_token.get_secret_value())
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def get_publisher(principal: PrincipalDep) -> Principal:
+    """The caller, who must be a site with the publisher role (checked before the body is read)."""
+    if principal.is_admin or not principal.can_publish():
+        raise PermissionDeniedError(
+            f"{principal.name!r} may not publish: only sites with the publisher role publish models"
+        )
+    return principal
+
+
+PublisherDep = Annotated[Principal, Depends(get_publisher)]

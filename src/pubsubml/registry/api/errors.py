@@ -1,0 +1,114 @@
+"""HTTP answers for errors: every failure is JSON ``{"error": code, "detail": message}``.
+
+The mapping from the :mod:`pubsubml.errors` hierarchy to status codes and codes is one table
+(:data:`ERROR_CODES`); :class:`~pubsubml.registry.client.RegistryClient` maps the codes back to
+the same exception classes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pubsubml.errors import (
+    AuthenticationError,
+    ChannelSyntaxError,
+    ConflictError,
+    DataValidationError,
+    DigestMismatchError,
+    DuplicateReleaseError,
+    InvalidPrivacyParameterError,
+    LabelError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    PrivacyBudgetExceededError,
+    PubsubmlError,
+    SchemaMismatchError,
+    SchemaVersionError,
+    SignatureError,
+    UntrustedArtifactError,
+)
+
+__all__ = ["ERROR_CODES", "error_response", "install_error_handlers"]
+
+log = logging.getLogger("pubsubml.registry")
+
+# Most specific first: the first class the exception is an instance of decides.
+ERROR_CODES: tuple[tuple[type[PubsubmlError], int, str], ...] = (
+    (AuthenticationError, 401, "unauthenticated"),
+    (PermissionDeniedError, 403, "forbidden"),
+    (NotFoundError, 404, "not_found"),
+    (PrivacyBudgetExceededError, 409, "budget_exceeded"),
+    (DuplicateReleaseError, 409, "conflict"),
+    (ConflictError, 409, "conflict"),
+    (PayloadTooLargeError, 413, "payload_too_large"),
+    (DigestMismatchError, 422, "digest_mismatch"),
+    (SignatureError, 422, "invalid_signature"),
+    (UntrustedArtifactError, 422, "untrusted_artifact"),
+    (SchemaMismatchError, 422, "schema_mismatch"),
+    (LabelError, 422, "label_error"),
+    (DataValidationError, 422, "validation_error"),
+    (ChannelSyntaxError, 422, "channel_syntax"),
+    (InvalidPrivacyParameterError, 422, "invalid_privacy"),
+    (SchemaVersionError, 503, "schema_version"),
+)
+
+
+def error_response(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:
+    """The JSON error answer."""
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        {"error": code, "detail": detail, **extra}, status_code=status, headers=headers
+    )
+
+
+def _pubsubml_error(_request: Request, exc: Exception) -> JSONResponse:
+    for cls, status, code in ERROR_CODES:
+        if isinstance(exc, cls):
+            return error_response(status, code, str(exc))
+    log.exception("unmapped registry error", exc_info=exc)
+    return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+def _summary(errors: list[Any]) -> str:
+    parts = []
+    for e in errors[:5]:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        parts.append(f"{loc or 'request'}: {e.get('msg', '')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def _request_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError | ValidationError)
+    errors = [
+        {
+            "loc": list(e.get("loc", ())),
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in exc.errors()
+    ]
+    return error_response(422, "validation_error", _summary(errors), errors=errors)
+
+
+def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed", 401: "unauthenticated", 403: "forbidden"}
+    return error_response(
+        exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail)
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(PubsubmlError, _pubsubml_error)
+    app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(ValidationError, _request_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

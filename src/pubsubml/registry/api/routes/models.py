@@ -1,0 +1,148 @@
+"""``/v1/models``: publish (multipart upload), list with filters, read cards, download weights.
+
+Models a caller may not see answer 404 exactly like ids that were never published.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import FileResponse
+from starlette.concurrency import run_in_threadpool
+
+from pubsubml.registry.api.deps import (
+    DatabaseDep,
+    NotifierDep,
+    PrincipalDep,
+    PublisherDep,
+    SettingsDep,
+    StoreDep,
+)
+from pubsubml.registry.api.upload import read_publish_form
+from pubsubml.registry.schemas import ErrorBody, ModelList, ModelPublic
+from pubsubml.registry.services import models as service
+from pubsubml.registry.services.publish import publish_model
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+_PUBLISH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["card", "weights"],
+                    "properties": {
+                        "card": {"type": "string", "description": "The signed ModelCard as JSON."},
+                        "weights": {"type": "string", "format": "binary"},
+                        "visible_to": {
+                            "type": "string",
+                            "description": "Comma-separated site names; absent: every site.",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "",
+    response_model=ModelPublic,
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra=_PUBLISH_BODY,
+    responses={
+        200: {"model": ModelPublic, "description": "Already published (idempotent)."},
+        409: {"model": ErrorBody, "description": "Over budget, or weights taken."},
+        413: {"model": ErrorBody, "description": "Upload too large."},
+        422: {"model": ErrorBody, "description": "Invalid card, weights or privacy record."},
+    },
+)
+async def publish(
+    request: Request,
+    response: Response,
+    principal: PublisherDep,
+    db: DatabaseDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    notifier: NotifierDep,
+) -> ModelPublic:
+    """Publish a signed model: every check passes and it is committed atomically, or nothing is."""
+    form = await read_publish_form(request, settings.max_upload_bytes)
+    result = await run_in_threadpool(
+        publish_model,
+        db,
+        store,
+        principal,
+        form.card,
+        form.weights,
+        visible_to=form.visible_to,
+        max_weights_bytes=settings.max_upload_bytes,
+    )
+    if result.created:
+        notifier.notify()
+    else:
+        response.status_code = status.HTTP_200_OK
+    return result
+
+
+@router.get("", response_model=ModelList)
+def list_models(
+    principal: PrincipalDep,
+    db: DatabaseDep,
+    publisher: Annotated[str | None, Query(max_length=64)] = None,
+    task: Annotated[str | None, Query(pattern="^(classification|regression)$")] = None,
+    features: Annotated[list[str], Query(max_length=256)] = [],  # noqa: B006 - FastAPI query list
+    min_epsilon: Annotated[float | None, Query(ge=0)] = None,
+    max_epsilon: Annotated[float | None, Query(ge=0)] = None,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> ModelList:
+    """Models the caller may see, in publication order; ``after`` pages by ``position``."""
+    with db.read() as session:
+        return service.list_models(
+            session,
+            principal,
+            publisher=publisher,
+            task=task,
+            features=features,
+            min_epsilon=min_epsilon,
+            max_epsilon=max_epsilon,
+            after=after,
+            limit=limit,
+        )
+
+
+@router.get("/{model_id}", response_model=ModelPublic)
+def get_model(model_id: str, principal: PrincipalDep, db: DatabaseDep) -> ModelPublic:
+    """One model with its card."""
+    with db.read() as session:
+        return service.get_model(session, principal, model_id)
+
+
+@router.get("/{model_id}/card", response_class=Response)
+def get_card(model_id: str, principal: PrincipalDep, db: DatabaseDep) -> Response:
+    """The signed card exactly as stored (canonical JSON)."""
+    with db.read() as session:
+        row, _ = service.get_model_row(session, principal, model_id)
+    return Response(row.card_json, media_type="application/json")
+
+
+@router.get("/{model_id}/weights", response_class=FileResponse)
+def get_weights(
+    model_id: str, principal: PrincipalDep, db: DatabaseDep, store: StoreDep
+) -> FileResponse:
+    """The weights bytes (``X-Weights-SHA256`` carries their digest)."""
+    with db.read() as session:
+        row, _ = service.get_model_row(session, principal, model_id)
+    return FileResponse(
+        store.path(row.storage_key),
+        media_type="application/octet-stream",
+        filename=f"{row.id}.{row.format}",
+        headers={"X-Weights-SHA256": row.weights_sha256, "ETag": f'"{row.weights_sha256}"'},
+    )

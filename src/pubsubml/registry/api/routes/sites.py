@@ -1,0 +1,34 @@
+"""``/v1/sites``: register sites (administrator) and read the site directory."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from pubsubml.registry.api.deps import DatabaseDep, PrincipalDep
+from pubsubml.registry.schemas import SiteCreate, SiteCreated, SiteList, SitePublic
+from pubsubml.registry.services import sites as service
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/sites", tags=["sites"])
+
+
+@router.post("", response_model=SiteCreated, status_code=status.HTTP_201_CREATED)
+def create_site(body: SiteCreate, principal: PrincipalDep, db: DatabaseDep) -> SiteCreated:
+    """Register a site; the answer holds its token, which is never shown again."""
+    with db.write() as session:
+        return service.create_site(session, principal, body)
+
+
+@router.get("", response_model=SiteList)
+def list_sites(principal: PrincipalDep, db: DatabaseDep) -> SiteList:
+    """Every site with its roles, public key and declared budget."""
+    with db.read() as session:
+        return SiteList(sites=service.list_sites(session))
+
+
+@router.get("/{name}", response_model=SitePublic)
+def get_site(name: str, principal: PrincipalDep, db: DatabaseDep) -> SitePublic:
+    """One site."""
+    with db.read() as session:
+        return service.site_public(service.get_site_row(session, name))

@@ -1,0 +1,157 @@
+"""``/v1/subscriptions``: subscribe, then read the feed by long poll or Server-Sent Events.
+
+``GET /v1/subscriptions/{id}/models?after=CURSOR&timeout=S`` answers at once when items with a
+cursor above ``after`` exist, else waits up to ``timeout`` seconds for one.
+``GET /v1/subscriptions/{id}/stream`` sends the same items as SSE events (``id:`` is the cursor, so
+a reconnecting client resumes with ``Last-Event-ID``).  A subscription is visible to its site and
+the administrator only; for anyone else it answers 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from pubsubml.registry.api.deps import DatabaseDep, NotifierDep, PrincipalDep, SettingsDep
+from pubsubml.registry.auth import Principal
+from pubsubml.registry.database import Database
+from pubsubml.registry.schemas import (
+    FeedPage,
+    SubscriptionCreate,
+    SubscriptionList,
+    SubscriptionPublic,
+)
+from pubsubml.registry.services import subscriptions as service
+from pubsubml.registry.services.feed import read_deliveries
+
+__all__ = ["feed_page_json", "router"]
+
+router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
+
+Rows = list[tuple[int, str, str]]
+
+
+def _read(db: Database, principal: Principal, subscription_id: str, after: int, limit: int) -> Rows:
+    with db.read() as session:
+        service.get_subscription(session, principal, subscription_id)
+        return read_deliveries(session, subscription_id, after=after, limit=limit)
+
+
+def _item_json(cursor: int, model_id: str, card_json: str) -> str:
+    # card_json is the canonical JSON stored at publish time: embedded as is, not re-encoded.
+    return f'{{"cursor":{cursor},"model_id":{json.dumps(model_id)},"card":{card_json}}}'
+
+
+def feed_page_json(rows: Rows, after: int) -> str:
+    """The JSON text of a :class:`~pubsubml.registry.schemas.FeedPage`."""
+    items = ",".join(_item_json(c, m, j) for c, m, j in rows)
+    next_cursor = rows[-1][0] if rows else after
+    return f'{{"items":[{items}],"next_cursor":{next_cursor}}}'
+
+
+@router.post("", response_model=SubscriptionPublic, status_code=status.HTTP_201_CREATED)
+def subscribe(
+    body: SubscriptionCreate, principal: PrincipalDep, db: DatabaseDep, notifier: NotifierDep
+) -> SubscriptionPublic:
+    """Subscribe a site to a channel; matching models published earlier are delivered too."""
+    with db.write() as session:
+        created = service.create_subscription(session, principal, body)
+    notifier.notify()
+    return created
+
+
+@router.get("", response_model=SubscriptionList)
+def list_subscriptions(principal: PrincipalDep, db: DatabaseDep) -> SubscriptionList:
+    """The caller's subscriptions."""
+    with db.read() as session:
+        return SubscriptionList(subscriptions=service.list_subscriptions(session, principal))
+
+
+@router.get("/{subscription_id}", response_model=SubscriptionPublic)
+def get_subscription(
+    subscription_id: str, principal: PrincipalDep, db: DatabaseDep
+) -> SubscriptionPublic:
+    """One subscription."""
+    with db.read() as session:
+        return service.get_subscription(session, principal, subscription_id)
+
+
+@router.get(
+    "/{subscription_id}/models",
+    response_class=Response,
+    responses={200: {"model": FeedPage, "description": "Feed items after the cursor."}},
+)
+async def poll(
+    subscription_id: str,
+    principal: PrincipalDep,
+    db: DatabaseDep,
+    notifier: NotifierDep,
+    settings: SettingsDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    timeout: Annotated[float, Query(ge=0)] = 0.0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    """Items with cursor > ``after``, oldest first; waits up to ``timeout`` s when there are none."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(timeout, settings.long_poll_max_seconds)
+    while True:
+        ticket = notifier.ticket()
+        rows = await run_in_threadpool(_read, db, principal, subscription_id, after, limit)
+        left = deadline - loop.time()
+        if rows or left <= 0:
+            break
+        await notifier.wait(ticket, min(left, settings.feed_poll_interval))
+    return Response(feed_page_json(rows, after), media_type="application/json")
+
+
+@router.get(
+    "/{subscription_id}/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events."}},
+)
+async def stream(
+    subscription_id: str,
+    request: Request,
+    principal: PrincipalDep,
+    db: DatabaseDep,
+    notifier: NotifierDep,
+    settings: SettingsDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    last_event_id: Annotated[str | None, Header(max_length=32)] = None,
+) -> StreamingResponse:
+    """The feed as Server-Sent Events (``event: model``, ``id:`` = cursor, ``data:`` = item JSON)."""
+    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    await run_in_threadpool(_read, db, principal, subscription_id, start, 1)  # 404 before streaming
+
+    async def events() -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        cursor = start
+        next_beat = loop.time() + settings.sse_heartbeat_seconds
+        yield "retry: 1000\n\n"
+        while True:
+            ticket = notifier.ticket()
+            rows = await run_in_threadpool(_read, db, principal, subscription_id, cursor, 100)
+            for c, m, j in rows:
+                yield f"id: {c}\nevent: model\ndata: {_item_json(c, m, j)}\n\n"
+                cursor = c
+            if rows:
+                continue
+            if await request.is_disconnected():
+                return
+            now = loop.time()
+            if now >= next_beat:
+                yield ": keep-alive\n\n"
+                next_beat = now + settings.sse_heartbeat_seconds
+            await notifier.wait(ticket, min(settings.feed_poll_interval, max(0.0, next_beat - now)))
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

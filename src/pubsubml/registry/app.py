@@ -1,0 +1,107 @@
+"""The registry's FastAPI application factory.
+
+:func:`create_app` wires settings, database, artifact store and feed notifier into a FastAPI app
+whose routes live under ``/v1`` (OpenAPI at ``/openapi.json``).  At start-up the app refuses a
+database that is not at the schema revision this code expects, and removes artifacts left by
+interrupted publishes.
+
+References
+----------
+pubsub-ml.txt §6 "Discussion": sites register as publishers or subscribers via an API, with their
+feature spaces, channels and feature metadata; the API streams models from publishers to
+subscribers and holds metadata only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+import pubsubml
+from pubsubml.registry.api.deps import RegistryState
+from pubsubml.registry.api.errors import install_error_handlers
+from pubsubml.registry.api.routes import (
+    contributions,
+    events,
+    features,
+    health,
+    ledger,
+    models,
+    sites,
+    subscriptions,
+    whoami,
+)
+from pubsubml.registry.database import Database
+from pubsubml.registry.migrate import check_schema
+from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.maintenance import collect_orphans
+from pubsubml.registry.settings import RegistrySettings
+from pubsubml.registry.store import ArtifactStore
+
+__all__ = ["create_app"]
+
+
+def _router() -> APIRouter:
+    v1 = APIRouter(prefix="/v1")
+    for module in (
+        health,
+        whoami,
+        sites,
+        ledger,
+        features,
+        models,
+        subscriptions,
+        events,
+        contributions,
+    ):
+        v1.include_router(module.router)
+    return v1
+
+
+def create_app(settings: RegistrySettings, *, database: Database | None = None) -> FastAPI:
+    """Build the registry app.
+
+    Parameters
+    ----------
+    settings : RegistrySettings
+    database : Database, optional
+        An existing database handle (default: one opened from ``settings.database_url``).
+
+    Returns
+    -------
+    FastAPI
+        Start-up (the ASGI lifespan) raises :class:`~pubsubml.errors.SchemaVersionError` when the
+        database is unmigrated or newer than this code.
+    """
+    db = database if database is not None else Database(settings.database_url)
+    state = RegistryState(
+        settings=settings,
+        database=db,
+        store=ArtifactStore(settings.store_dir),
+        notifier=FeedNotifier(),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        check_schema(state.database)
+        collect_orphans(state.database, state.store, grace_seconds=settings.orphan_grace_seconds)
+        state.notifier.bind(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            if database is None:
+                state.database.dispose()
+
+    app = FastAPI(
+        title="pubsubml registry",
+        version=pubsubml.__version__,
+        summary="Publish/subscribe registry for differentially private models.",
+        lifespan=lifespan,
+    )
+    app.state.registry = state
+    install_error_handlers(app)
+    app.include_router(_router())
+    return app

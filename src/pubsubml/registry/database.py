@@ -1,0 +1,116 @@
+"""Engines, sessions and the feed-writing transaction for SQLite and PostgreSQL.
+
+SQLite runs in WAL mode (readers never block the writer) and every write transaction starts with
+``BEGIN IMMEDIATE``, so it holds the database's single write lock from its first statement: write
+transactions are serialized and commit in the order they started.  On PostgreSQL a write
+transaction that touches the feed locks the single ``feed_clock`` row (``SELECT … FOR UPDATE``) before
+it reads anything it depends on, which gives the same order (:func:`lock_feed_clock`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from pubsubml.registry.tables import FeedClockRow
+
+__all__ = ["Database", "lock_feed_clock"]
+
+_WRITE_OPTION = "pubsubml_write"
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's implicit BEGIN is deferred).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+class Database:
+    """A SQLAlchemy engine with read and write session factories.
+
+    Parameters
+    ----------
+    url : str
+        SQLAlchemy URL (``sqlite:///…`` or ``postgresql+psycopg://…``).  A PostgreSQL URL may
+        carry ``?options=-csearch_path%3Dschema`` to use a schema other than ``public``.
+    pool_size : int, default=16
+        Connections kept open per process.
+
+    Examples
+    --------
+    >>> db = Database("sqlite://")
+    >>> db.dialect
+    'sqlite'
+    >>> db.dispose()
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 16) -> None:
+        parsed = make_url(url)
+        self.dialect = parsed.get_backend_name()
+        kwargs: dict[str, Any] = {"future": True}
+        if self.dialect == "sqlite":
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            if parsed.database not in (None, "", ":memory:"):
+                kwargs.update(pool_size=pool_size, max_overflow=2 * pool_size)
+        else:
+            kwargs.update(pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True)
+        self.engine = create_engine(url, **kwargs)
+        if self.dialect == "sqlite":
+            _configure_sqlite(self.engine)
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._write = sessionmaker(
+            self.engine.execution_options(**{_WRITE_OPTION: True}), expire_on_commit=False
+        )
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads; closed (its transaction rolled back) at the end.
+
+        Rows read stay usable after the block: closing detaches them without expiring them.
+        """
+        with self._read() as session:
+            yield session
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction: committed when the block ends normally, rolled back on error."""
+        with self._write() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+
+def lock_feed_clock(session: Session) -> FeedClockRow:
+    """Take the feed lock of the current write transaction and return the clock row.
+
+    The lock is held until commit, so feed positions taken from the clock are committed in
+    increasing order and a reader that has seen position ``n`` never later finds a new row at a
+    position ≤ ``n``.  On SQLite the ``BEGIN IMMEDIATE`` write lock already serializes writers
+    (``FOR UPDATE`` is not rendered there).
+    """
+    row = session.execute(
+        select(FeedClockRow).where(FeedClockRow.id == 1).with_for_update()
+    ).scalar_one_or_none()
+    if row is None:  # pragma: no cover - the initial migration inserts it
+        raise RuntimeError("feed_clock row is missing: the database was not migrated")
+    return row

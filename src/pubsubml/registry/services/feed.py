@@ -1,0 +1,272 @@
+"""The feeds: per-subscription deliveries, the registry event log, and reader wake-ups.
+
+Ordering guarantee
+------------------
+Every transaction that adds to a feed (publish, subscribe, site or feature registration) first
+takes the feed lock (:func:`~pubsubml.registry.database.lock_feed_clock`: the single ``feed_clock``
+row ``FOR UPDATE`` on PostgreSQL, the ``BEGIN IMMEDIATE`` write lock on SQLite), then reads what
+it depends on, numbers its new rows from the clock and commits, releasing the lock.  Positions
+are therefore committed in increasing order: once a reader has seen position ``n`` no transaction
+can still commit a row at a position ≤ ``n``.  Readers only read committed rows, in position
+order, so resuming with ``after=n`` neither skips nor repeats an item.  A database sequence would
+not give this on PostgreSQL, where a transaction holding position 7 may commit after one holding
+position 8.
+
+Publish and subscribe serialize on the same lock, so a model published while a subscription is
+being created is delivered exactly once: by the backfill of the subscription if the model
+committed first, by the publish otherwise (a unique (subscription, model) key backs this up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, exists, false, or_, select, true
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from pubsubml.registry.auth import Principal
+from pubsubml.registry.database import lock_feed_clock
+from pubsubml.registry.tables import (
+    DeliveryRow,
+    EventRow,
+    ModelRow,
+    ModelVisibilityRow,
+    SiteRow,
+    SubscriptionRow,
+    utcnow,
+)
+from pubsubml.schema import Channel
+
+__all__ = [
+    "PRIVATE_EVENT_PREFIX",
+    "FeedNotifier",
+    "FeedWriter",
+    "SubscriptionMatch",
+    "model_visible_clause",
+    "read_deliveries",
+    "read_events",
+]
+
+
+PRIVATE_EVENT_PREFIX = "subscription."
+
+
+def model_visible_clause(principal: Principal) -> ColumnElement[bool]:
+    """SQL condition: the ``models`` row is visible to ``principal``.
+
+    A model is visible to the administrator, to its publisher, to every site when it is public,
+    and to the sites listed in its visibility rows.
+    """
+    if principal.is_admin:
+        return true()
+    if principal.site_id is None:  # pragma: no cover - a site principal always has an id
+        return false()
+    listed = exists().where(
+        and_(
+            ModelVisibilityRow.model_id == ModelRow.id,
+            ModelVisibilityRow.site_id == principal.site_id,
+        )
+    )
+    return or_(ModelRow.public.is_(True), ModelRow.publisher_id == principal.site_id, listed)
+
+
+@dataclass(frozen=True)
+class SubscriptionMatch:
+    """What a subscription asks for: channel, task, label set, and which site it serves."""
+
+    subscription_id: str
+    site_id: int
+    channel: Channel
+    task: str
+    classes: frozenset[Any] | None
+
+    @classmethod
+    def from_row(cls, row: SubscriptionRow) -> SubscriptionMatch:
+        """Build from a stored subscription."""
+        classes = None if row.classes_json is None else frozenset(json.loads(row.classes_json))
+        return cls(row.id, row.site_id, Channel.parse(row.channel), row.task, classes)
+
+    def accepts(
+        self,
+        *,
+        publisher_id: int,
+        task: str,
+        classes: Sequence[Any] | None,
+        features: Iterable[str],
+        public: bool,
+        visible_to: frozenset[int],
+    ) -> bool:
+        """True when the model is delivered to this subscription (pubsub-ml.txt §3.2).
+
+        The model must be visible to the subscriber, not its own, of the same task, with classes
+        inside the subscription's label set (when one was given), and its input features must
+        contain every feature of at least one term of the channel.
+        """
+        if publisher_id == self.site_id or task != self.task:
+            return False
+        if not public and self.site_id not in visible_to:
+            return False
+        if self.classes is not None and not set(classes or ()) <= self.classes:
+            return False
+        return self.channel.matches(features)
+
+
+class FeedWriter:
+    """Appends to the feeds inside one write transaction, holding the feed lock.
+
+    Create it at the start of the transaction's feed phase; every position it hands out is larger
+    than any committed one.  :meth:`close` stores the new clock value.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._clock = lock_feed_clock(session)
+        self.position = int(self._clock.position)
+
+    def next_position(self) -> int:
+        """Reserve the next feed position."""
+        self.position += 1
+        return self.position
+
+    def event(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        site_id: int | None = None,
+        model_id: str | None = None,
+        position: int | None = None,
+    ) -> int:
+        """Append an event to the registry log (at a reserved ``position``); returns its position."""
+        pos = self.next_position() if position is None else position
+        self.session.add(
+            EventRow(
+                position=pos,
+                kind=kind,
+                site_id=site_id,
+                model_id=model_id,
+                payload=json.dumps(payload, sort_keys=True),
+                created_at=utcnow(),
+            )
+        )
+        return pos
+
+    def deliver(self, subscription_id: str, model_id: str) -> int:
+        """Append a delivery of ``model_id`` to a subscription's feed; returns its cursor."""
+        pos = self.next_position()
+        self.session.add(
+            DeliveryRow(subscription_id=subscription_id, cursor=pos, model_id=model_id)
+        )
+        return pos
+
+    def close(self) -> None:
+        """Store the clock (call once, after the last append, before the commit)."""
+        self._clock.position = self.position
+        self.session.flush()
+
+
+def read_deliveries(
+    session: Session, subscription_id: str, *, after: int, limit: int
+) -> list[tuple[int, str, str]]:
+    """Committed deliveries of a subscription with cursor > ``after``: (cursor, model id, card JSON)."""
+    stmt = (
+        select(DeliveryRow.cursor, DeliveryRow.model_id, ModelRow.card_json)
+        .join(ModelRow, ModelRow.id == DeliveryRow.model_id)
+        .where(DeliveryRow.subscription_id == subscription_id, DeliveryRow.cursor > after)
+        .order_by(DeliveryRow.cursor)
+        .limit(limit)
+    )
+    return [(int(c), m, j) for c, m, j in session.execute(stmt).all()]
+
+
+def read_events(
+    session: Session, principal: Principal, *, after: int, limit: int
+) -> list[tuple[EventRow, str | None]]:
+    """Committed events with position > ``after`` that ``principal`` may see, with the actor name.
+
+    Events about a model are shown only to callers that may see the model; subscription events
+    only to the subscribing site.
+    """
+    visible_model = exists().where(
+        and_(ModelRow.id == EventRow.model_id, model_visible_clause(principal))
+    )
+    stmt = (
+        select(EventRow, SiteRow.name)
+        .outerjoin(SiteRow, SiteRow.id == EventRow.site_id)
+        .where(EventRow.position > after, or_(EventRow.model_id.is_(None), visible_model))
+        .order_by(EventRow.position)
+        .limit(limit)
+    )
+    if not principal.is_admin:
+        stmt = stmt.where(
+            or_(
+                ~EventRow.kind.startswith(PRIVATE_EVENT_PREFIX),
+                EventRow.site_id == principal.site_id,
+            )
+        )
+    return [(row, name) for row, name in session.execute(stmt).all()]
+
+
+class FeedNotifier:
+    """Wakes readers waiting in this process when a feed transaction commits.
+
+    Readers take a :meth:`ticket` *before* reading the database and wait on it; a commit that
+    happens after the ticket was taken sets it, so no wake-up falls between the read and the wait.
+    Commits by other processes (other replicas) are seen by re-reading every
+    ``feed_poll_interval`` seconds.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Attach to the server's event loop (at start-up)."""
+        with self._lock:
+            self._loop = loop
+            self._event = asyncio.Event()
+
+    def ticket(self) -> asyncio.Event | None:
+        """The event the next commit will set (``None`` before :meth:`bind`)."""
+        with self._lock:
+            return self._event
+
+    def _rotate(self) -> None:
+        with self._lock:
+            old, self._event = self._event, asyncio.Event()
+        if old is not None:
+            old.set()
+
+    def notify(self) -> None:
+        """Wake every waiting reader (thread-safe; call after a commit)."""
+        with self._lock:
+            loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._rotate()
+        else:
+            loop.call_soon_threadsafe(self._rotate)
+
+    async def wait(self, ticket: asyncio.Event | None, timeout: float) -> None:
+        """Wait until ``ticket`` is set or ``timeout`` seconds pass."""
+        if timeout <= 0:
+            return
+        if ticket is None:
+            await asyncio.sleep(timeout)
+            return
+        try:
+            await asyncio.wait_for(ticket.wait(), timeout)
+        except TimeoutError:
+            return

@@ -1,0 +1,130 @@
+"""Per-site privacy ledgers kept by the registry.
+
+Each site declares a personalized budget (ε^p, δ^p) (pubsub-ml.txt §3.2, Algorithm 1; Theorem 3:
+privacy is per site).  Every published model is a release charged to its publisher's
+:class:`~pubsubml.privacy.ledger.PrivacyLedger`, composed by the accountant (never by adding ε),
+in the same transaction that makes the model visible.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from pubsubml.artifacts.card import ModelCard
+from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.registry.auth import Principal
+from pubsubml.registry.schemas import LedgerPublic, ReleasePublic
+from pubsubml.registry.services.sites import get_site_row
+from pubsubml.registry.tables import LedgerEntryRow, SiteRow
+
+__all__ = ["build_ledger", "count_releases", "ledger_row", "read_ledger", "release_of_card"]
+
+
+def release_of_card(card: ModelCard) -> Release:
+    """The ledger release of a published model: its DP events on its data scope."""
+    scope = card.privacy.data_scope
+    return Release(
+        release_id=card.model_id,
+        description=f"model {card.model_id} ({card.task}, {card.format})",
+        events=tuple(card.privacy.events),
+        scope=None if scope is None else tuple(scope),
+        created_at=card.created_at,
+    )
+
+
+def _release_of_row(row: LedgerEntryRow) -> Release:
+    events = tuple(DPEvent.model_validate(e) for e in json.loads(row.events_json))
+    scope = None if row.scope_json is None else tuple(json.loads(row.scope_json))
+    return Release(
+        release_id=row.release_id,
+        description=row.description,
+        events=events,
+        scope=scope,
+        created_at=row.created_at,
+    )
+
+
+def _rows(session: Session, site_id: int) -> list[LedgerEntryRow]:
+    stmt = (
+        select(LedgerEntryRow).where(LedgerEntryRow.site_id == site_id).order_by(LedgerEntryRow.id)
+    )
+    return list(session.execute(stmt).scalars())
+
+
+def count_releases(session: Session, site_id: int) -> int:
+    """Number of releases charged to a site."""
+    stmt = select(func.count()).select_from(LedgerEntryRow).where(LedgerEntryRow.site_id == site_id)
+    return int(session.execute(stmt).scalar_one())
+
+
+def build_ledger(session: Session, site: SiteRow) -> PrivacyLedger:
+    """The site's ledger as stored (releases in charge order)."""
+    return PrivacyLedger(
+        site=site.name,
+        epsilon_budget=site.epsilon_budget,
+        delta=site.delta_budget,
+        releases=[_release_of_row(r) for r in _rows(session, site.id)],
+    )
+
+
+def ledger_row(
+    site_id: int, release: Release, *, epsilon: float, delta: float, model_id: str
+) -> LedgerEntryRow:
+    """The row recording ``release`` (ε and δ of the release alone, for display)."""
+    return LedgerEntryRow(
+        site_id=site_id,
+        release_id=release.release_id,
+        description=release.description,
+        events_json=json.dumps([e.model_dump(mode="json") for e in release.events]),
+        scope_json=None if release.scope is None else json.dumps(list(release.scope)),
+        epsilon=epsilon,
+        delta=delta,
+        model_id=model_id,
+        created_at=release.created_at,
+    )
+
+
+def read_ledger(session: Session, principal: Principal, site_name: str) -> LedgerPublic:
+    """A site's budget, releases and spent ε (the site itself or the administrator only).
+
+    Raises
+    ------
+    NotFoundError
+        No such site.
+    PermissionDeniedError
+        Another site asks.
+    """
+    site = get_site_row(session, site_name)
+    principal.require_site(site.name, "read the privacy ledger")
+    rows = _rows(session, site.id)
+    ledger = PrivacyLedger(
+        site=site.name,
+        epsilon_budget=site.epsilon_budget,
+        delta=site.delta_budget,
+        releases=[_release_of_row(r) for r in rows],
+    )
+    spent = ledger.spent_epsilon()
+    return LedgerPublic(
+        site=site.name,
+        epsilon_budget=site.epsilon_budget,
+        delta_budget=site.delta_budget,
+        spent_epsilon=spent,
+        remaining_epsilon=max(0.0, site.epsilon_budget - spent),
+        releases=[
+            ReleasePublic(
+                release_id=r.release_id,
+                description=r.description,
+                events=list(rel.events),
+                scope=None if rel.scope is None else list(rel.scope),
+                epsilon=r.epsilon,
+                delta=r.delta,
+                model_id=r.model_id,
+                created_at=r.created_at,
+            )
+            for r, rel in zip(rows, ledger.releases, strict=True)
+        ],
+    )

@@ -1,0 +1,394 @@
+"""The publish path: validate everything, then commit model, ledger entry and feeds at once.
+
+:func:`prepare_publication` runs every check without writing anything: the card (strict
+pydantic), the publisher (a site publishes only as itself), the SHA-256 of the weights, the
+Ed25519 signature against the site's registered key, the safe loader of the weights format
+(no pickle, no ONNX external data, no unknown op domain), the feature dictionary, ε recomputed
+by the PLD accountant from the card's DP events (a card may not claim less), and a trial charge
+of the site's ledger.  :func:`commit_publication` then stages the weights in a temporary file
+(fsync), and in ONE transaction holding the feed lock re-checks idempotency and the ledger,
+inserts the model, its ledger entry, the ``model.published`` event and one delivery per matching
+subscription, renames the file into the store and commits.  If anything fails, nothing is
+visible and the file is removed (or collected at the next start).
+
+References
+----------
+pubsub-ml.txt §3.2 (Algorithm 1: publishers publish (ε^p, δ^p)-DP models; channels) and §6
+"Discussion" (registration API, metadata only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from pubsubml.artifacts.card import ModelCard
+from pubsubml.artifacts.codecs import DecodeOptions
+from pubsubml.artifacts.published import account_epsilon, build_runner
+from pubsubml.artifacts.signing import public_key_from_base64, verify_card
+from pubsubml.errors import (
+    ConflictError,
+    DataValidationError,
+    DigestMismatchError,
+    InvalidPrivacyParameterError,
+    PermissionDeniedError,
+    PubsubmlError,
+    SignatureError,
+)
+from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.registry.auth import Principal
+from pubsubml.registry.database import Database
+from pubsubml.registry.schemas import ModelPublic, check_site_name
+from pubsubml.registry.services.features import check_against_dictionary
+from pubsubml.registry.services.feed import FeedWriter, SubscriptionMatch
+from pubsubml.registry.services.ledger import (
+    build_ledger,
+    count_releases,
+    ledger_row,
+    release_of_card,
+)
+from pubsubml.registry.services.models import get_model
+from pubsubml.registry.services.sites import get_site_row
+from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.tables import (
+    ModelFeatureRow,
+    ModelRow,
+    ModelVisibilityRow,
+    SiteRow,
+    SubscriptionRow,
+    utcnow,
+)
+
+__all__ = [
+    "Publication",
+    "commit_publication",
+    "parse_card",
+    "prepare_publication",
+    "publish_model",
+]
+
+_EPSILON_RTOL = 1e-6
+
+
+@dataclass
+class Publication:
+    """A publication that passed every check and is ready to commit."""
+
+    card: ModelCard
+    card_json: str
+    weights: bytes
+    epsilon: float
+    release: Release
+    site_id: int
+    visible_to: list[int] | None
+    ledger_size: int
+
+
+def parse_card(card_text: str | bytes) -> ModelCard:
+    """Strictly parse a model card received from a client.
+
+    Raises
+    ------
+    DataValidationError
+        Malformed JSON or an invalid field (the message lists the first problems).
+    UntrustedArtifactError
+        The card is larger than the card size limit.
+    """
+    try:
+        return ModelCard.from_json(card_text)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise DataValidationError(f"malformed model card: {problems}") from None
+
+
+def _recompute_epsilon(card: ModelCard) -> float:
+    """ε of the card's DP events, recomputed; refuse cards that claim less.
+
+    At δ in (0, 1) the PLD accountant composes the events (tight).  δ = 0 is accepted only for
+    pure ε-DP events (Laplace, or ``approx_dp`` with δ_i = 0, e.g. diffprivlib models), composed
+    by basic composition; any other event needs δ > 0.
+    """
+    record = card.privacy
+    if not record.events or math.isinf(record.epsilon):
+        raise InvalidPrivacyParameterError(
+            "the registry accepts differentially private models only: this card has no DP events "
+            "(ε = ∞)"
+        )
+    if not 0.0 <= record.delta < 1.0:
+        raise InvalidPrivacyParameterError(f"δ must be in (0, 1), the card says {record.delta}")
+    try:
+        epsilon = account_epsilon(
+            record.events, record.delta, "pure" if record.delta == 0.0 else "pld"
+        )
+    except PubsubmlError as exc:
+        raise InvalidPrivacyParameterError(
+            f"the card's DP events cannot be accounted at δ = {record.delta:g}: {exc}"
+        ) from None
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise InvalidPrivacyParameterError(
+            f"the card's DP events give no finite ε > 0 at δ = {record.delta:g} (got {epsilon})"
+        )
+    if record.epsilon < epsilon * (1.0 - _EPSILON_RTOL):
+        raise InvalidPrivacyParameterError(
+            f"the card claims ε = {record.epsilon:.6g}, but its DP events give ε = {epsilon:.6g} at "
+            f"δ = {record.delta:g}; a card may not claim less than its events cost"
+        )
+    return float(epsilon)
+
+
+def _visible_ids(session: Session, names: Sequence[str] | None) -> list[int] | None:
+    if names is None:
+        return None
+    for n in names:
+        try:
+            check_site_name(n)
+        except ValueError as exc:
+            raise DataValidationError(f"visible_to: {exc}") from None
+    wanted = sorted(set(names))
+    rows = session.execute(select(SiteRow.name, SiteRow.id).where(SiteRow.name.in_(wanted))).all()
+    found = {n: i for n, i in rows}
+    unknown = [n for n in wanted if n not in found]
+    if unknown:
+        raise DataValidationError(f"visible_to names unknown sites {unknown[:10]}")
+    return [found[n] for n in wanted]
+
+
+def prepare_publication(
+    session: Session,
+    principal: Principal,
+    card_text: str | bytes,
+    weights: bytes,
+    *,
+    visible_to: Sequence[str] | None = None,
+    max_weights_bytes: int,
+) -> Publication | ModelPublic:
+    """Run every check of the publish path; writes nothing.
+
+    Returns the already published model when the same publisher published the same weights
+    before (idempotent publish: no second charge), else a :class:`Publication` to commit.
+
+    Raises
+    ------
+    PermissionDeniedError
+        The caller is not a publishing site, or the card names another publisher.
+    DataValidationError
+        Malformed card, unknown ``visible_to`` sites.
+    DigestMismatchError, SignatureError, UntrustedArtifactError
+        Weights that do not match the card, a bad signature, an unsafe payload.
+    SchemaMismatchError
+        Features outside the dictionary.
+    InvalidPrivacyParameterError
+        No DP events, δ outside (0, 1) (δ = 0 only for pure ε-DP events), or a claimed ε below
+        the recomputed one.
+    PrivacyBudgetExceededError
+        The release would exceed the site's budget.
+    """
+    if principal.is_admin or not principal.can_publish():
+        raise PermissionDeniedError(
+            f"{principal.name!r} may not publish: only sites with the publisher role publish models"
+        )
+    card = parse_card(card_text)
+    if card.publisher != principal.name:
+        raise PermissionDeniedError(
+            f"site {principal.name!r} may not publish as {card.publisher!r}: a site publishes only "
+            "its own models"
+        )
+    site = get_site_row(session, principal.name)
+    digest = hashlib.sha256(weights).hexdigest()
+    if digest != card.weights_sha256:
+        raise DigestMismatchError(
+            f"the uploaded weights have SHA-256 {digest}, the card says {card.weights_sha256}"
+        )
+    if site.public_key is None or site.key_id is None:
+        raise SignatureError(f"site {site.name!r} has no registered public key to verify with")
+    if card.signer_key_id != site.key_id:
+        raise SignatureError(
+            f"the card is signed by key {str(card.signer_key_id)[:16]}…, site {site.name!r} "
+            f"registered key {site.key_id[:16]}…"
+        )
+    verify_card(card, {site.key_id: public_key_from_base64(site.public_key)})
+    existing = session.get(ModelRow, card.model_id)
+    if existing is not None:
+        public = get_model(session, principal, card.model_id)
+        return public.model_copy(update={"created": False})
+    build_runner(card, weights, DecodeOptions(max_bytes=max_weights_bytes, intra_op_threads=1))
+    check_against_dictionary(session, card.input_schema)
+    epsilon = _recompute_epsilon(card)
+    visible = _visible_ids(session, visible_to)
+    release = release_of_card(card)
+    ledger = build_ledger(session, site)
+    ledger.charge(release)
+    return Publication(
+        card=card,
+        card_json=card.to_json(),
+        weights=weights,
+        epsilon=epsilon,
+        release=release,
+        site_id=site.id,
+        visible_to=visible,
+        ledger_size=len(ledger.releases) - 1,
+    )
+
+
+def _matching_subscriptions(session: Session, pub: Publication) -> list[str]:
+    card = pub.card
+    rows = session.execute(
+        select(SubscriptionRow)
+        .where(SubscriptionRow.task == card.task, SubscriptionRow.site_id != pub.site_id)
+        .order_by(SubscriptionRow.id)
+    ).scalars()
+    visible = frozenset(pub.visible_to or ())
+    out = []
+    for row in rows:
+        match = SubscriptionMatch.from_row(row)
+        if match.accepts(
+            publisher_id=pub.site_id,
+            task=card.task,
+            classes=card.classes,
+            features=card.input_features,
+            public=pub.visible_to is None,
+            visible_to=visible,
+        ):
+            out.append(row.id)
+    return out
+
+
+def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> None:
+    card = pub.card
+    position = writer.next_position()
+    now = utcnow()
+    session.add(
+        ModelRow(
+            id=card.model_id,
+            publisher_id=pub.site_id,
+            task=card.task,
+            epsilon=pub.epsilon,
+            delta=card.privacy.delta,
+            claimed_epsilon=card.privacy.epsilon,
+            format=card.format,
+            weights_sha256=card.weights_sha256,
+            size_bytes=len(pub.weights),
+            storage_key=storage_key,
+            card_json=pub.card_json,
+            public=pub.visible_to is None,
+            position=position,
+            created_at=now,
+        )
+    )
+    session.flush()
+    writer.event(
+        "model.published",
+        {"model_id": card.model_id, "publisher": card.publisher, "task": card.task},
+        site_id=pub.site_id,
+        model_id=card.model_id,
+        position=position,
+    )
+    session.add_all(
+        ModelFeatureRow(model_id=card.model_id, feature_name=n) for n in card.input_features
+    )
+    session.add_all(
+        ModelVisibilityRow(model_id=card.model_id, site_id=s) for s in (pub.visible_to or ())
+    )
+    session.add(
+        ledger_row(
+            pub.site_id,
+            pub.release,
+            epsilon=pub.epsilon,
+            delta=card.privacy.delta,
+            model_id=card.model_id,
+        )
+    )
+    for sub_id in _matching_subscriptions(session, pub):
+        writer.deliver(sub_id, card.model_id)
+
+
+def _is_committed(db: Database, storage_key: str) -> bool:
+    """True when a model row references ``storage_key`` (a commit that reported an error)."""
+    try:
+        with db.read() as session:
+            stmt = select(ModelRow.id).where(ModelRow.storage_key == storage_key)
+            return session.execute(stmt).first() is not None
+    except Exception:  # the database is unreachable: keep the file, start-up collection decides
+        return True
+
+
+def commit_publication(
+    db: Database, store: ArtifactStore, principal: Principal, pub: Publication
+) -> ModelPublic:
+    """Stage the weights, then commit model, ledger entry, event and deliveries atomically.
+
+    Raises
+    ------
+    ConflictError
+        The same weights were published by another site.
+    PrivacyBudgetExceededError
+        A concurrent publish of the same site used the budget first.
+    """
+    staged = store.stage(pub.weights)
+    created = False
+    try:
+        with db.write() as session:
+            writer = FeedWriter(session)
+            if session.get(ModelRow, pub.card.model_id) is None:
+                other = session.execute(
+                    select(ModelRow.id).where(ModelRow.weights_sha256 == pub.card.weights_sha256)
+                ).first()
+                if other is not None:
+                    raise ConflictError(
+                        f"weights with SHA-256 {pub.card.weights_sha256} are already published "
+                        "by another site"
+                    )
+                if count_releases(session, pub.site_id) != pub.ledger_size:
+                    site = session.get(SiteRow, pub.site_id)
+                    assert site is not None
+                    ledger: PrivacyLedger = build_ledger(session, site)
+                    ledger.charge(pub.release)
+                _insert(session, writer, pub, staged.key)
+                writer.close()
+                store.promote(staged)
+                created = True
+    except BaseException:
+        if not (staged.promoted and _is_committed(db, staged.key)):
+            store.discard(staged)
+        raise
+    if not created:
+        store.discard(staged)
+    with db.read() as session:
+        public = get_model(session, principal, pub.card.model_id)
+    return public.model_copy(update={"created": created})
+
+
+def publish_model(
+    db: Database,
+    store: ArtifactStore,
+    principal: Principal,
+    card_text: str | bytes,
+    weights: bytes,
+    *,
+    visible_to: Sequence[str] | None = None,
+    max_weights_bytes: int,
+) -> ModelPublic:
+    """Validate and publish a model (see the module docstring); idempotent per weights digest.
+
+    Returns the model with ``created`` true when it is new, false when it was already published.
+    """
+    with db.read() as session:
+        prepared = prepare_publication(
+            session,
+            principal,
+            card_text,
+            weights,
+            visible_to=visible_to,
+            max_weights_bytes=max_weights_bytes,
+        )
+    if isinstance(prepared, ModelPublic):
+        return prepared
+    return commit_publication(db, store, principal, prepared)

@@ -1,0 +1,139 @@
+"""Settings of the registry service.
+
+The registry is the API of pubsub-ml.txt §6 "Discussion": sites register as publishers or
+subscribers, register feature metadata and channels, and the service streams published models to
+subscribers.  With no configuration it runs embedded (SQLite in WAL mode and a local artifact
+folder, DESIGN.md "Embedded default"); ``database_url`` selects PostgreSQL for several stateless
+replicas.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "RegistrySettings"]
+
+DEFAULT_MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+
+# Values that show up in tutorials and example files: never acceptable as a real admin secret.
+_WEAK_SECRETS = frozenset(
+    {"admin", "changeme", "change-me", "changethis", "default", "dev", "password", "secret", "test"}
+)
+_MIN_SECRET_LENGTH = 16
+
+
+class RegistrySettings(BaseModel):
+    """Configuration of one registry process.
+
+    Parameters
+    ----------
+    database_url : str
+        SQLAlchemy URL: ``sqlite:///path/registry.db`` (embedded default) or
+        ``postgresql+psycopg://user@host/db``.
+    store_dir : Path
+        Folder of the artifact store (published weights).
+    admin_token : SecretStr
+        The consortium administrator's bearer token.  Outside ``dev`` mode it must be at least 16
+        characters and not a well-known default.
+    dev : bool, default=False
+        Development mode: an empty admin token is replaced by a random one.
+    max_upload_bytes : int, default=64 MiB
+        Largest accepted publish request body; larger uploads get HTTP 413 while streaming.
+    long_poll_max_seconds : float, default=60
+        Upper bound on the ``timeout`` of a long poll.
+    feed_poll_interval : float, default=0.5
+        How often a waiting reader re-reads the database, to see models committed by other
+        replicas (models committed by the same process wake readers at once).
+    sse_heartbeat_seconds : float, default=15
+        Interval of keep-alive comments on idle Server-Sent Events streams.
+    orphan_grace_seconds : float, default=0
+        Temporary upload files younger than this survive the start-up collection (set it above the
+        longest publish when several replicas share one store).
+
+    Raises
+    ------
+    ValueError
+        An empty or default admin token outside ``dev`` mode, or a non-positive limit.
+
+    Examples
+    --------
+    >>> s = RegistrySettings(database_url="sqlite:///r.db", store_dir="store", dev=True)
+    >>> len(s.admin_token.get_secret_value()) >= 16
+    True
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    database_url: str = Field(min_length=1)
+    store_dir: Path
+    admin_token: SecretStr = SecretStr("")
+    dev: bool = False
+    max_upload_bytes: int = Field(default=DEFAULT_MAX_UPLOAD_BYTES, gt=0)
+    long_poll_max_seconds: float = Field(default=60.0, gt=0)
+    feed_poll_interval: float = Field(default=0.5, gt=0)
+    sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    orphan_grace_seconds: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dev_token(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("dev"):
+            token = data.get("admin_token")
+            raw = token.get_secret_value() if isinstance(token, SecretStr) else token
+            if not raw:
+                return {**data, "admin_token": SecretStr(secrets.token_urlsafe(32))}
+        return data
+
+    @model_validator(mode="after")
+    def _strong_secret(self) -> RegistrySettings:
+        if self.dev:
+            return self
+        token = self.admin_token.get_secret_value()
+        if not token.strip():
+            raise ValueError(
+                "refusing to start without an admin token: set PUBSUBML_ADMIN_TOKEN (e.g. "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`) or use --dev"
+            )
+        if token.strip().lower() in _WEAK_SECRETS or len(token) < _MIN_SECRET_LENGTH:
+            raise ValueError(
+                f"refusing to start with a default or short admin token (at least "
+                f"{_MIN_SECRET_LENGTH} characters, not a well-known value); use --dev for development"
+            )
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True for the embedded SQLite backend."""
+        return self.database_url.startswith("sqlite")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RegistrySettings:
+        """Settings from ``PUBSUBML_*`` environment variables, then ``overrides``.
+
+        ``PUBSUBML_REGISTRY_DATA`` (default ``./registry-data``) holds the default SQLite file and
+        artifact folder; ``PUBSUBML_REGISTRY_DB``, ``PUBSUBML_REGISTRY_STORE``,
+        ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``) and
+        ``PUBSUBML_MAX_UPLOAD_BYTES`` override single settings.  Overrides that are ``None`` are
+        ignored.
+        """
+        env = os.environ if env is None else env
+        data_dir = Path(env.get("PUBSUBML_REGISTRY_DATA", "registry-data"))
+        values: dict[str, Any] = {
+            "database_url": env.get("PUBSUBML_REGISTRY_DB")
+            or f"sqlite:///{data_dir / 'registry.db'}",
+            "store_dir": env.get("PUBSUBML_REGISTRY_STORE") or data_dir / "artifacts",
+            "admin_token": SecretStr(env.get("PUBSUBML_ADMIN_TOKEN", "")),
+            "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in {"1", "true", "yes"},
+        }
+        if env.get("PUBSUBML_MAX_UPLOAD_BYTES"):
+            values["max_upload_bytes"] = int(env["PUBSUBML_MAX_UPLOAD_BYTES"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("admin_token"), str):
+            values["admin_token"] = SecretStr(values["admin_token"])
+        return cls(**values)

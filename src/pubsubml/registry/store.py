@@ -1,0 +1,158 @@
+"""The local artifact store: published weights as files, written atomically.
+
+A publish writes the weights to ``tmp/<key>.part`` and fsyncs it (:meth:`ArtifactStore.stage`),
+then, inside the database transaction that records the model, renames it to
+``objects/<key[:2]>/<key>`` and fsyncs the directory (:meth:`ArtifactStore.promote`) just before
+the commit.  A committed model row therefore always has its file; a crash can only leave files
+that no row references, which :meth:`ArtifactStore.collect_orphans` removes at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pubsubml.errors import NotFoundError
+
+__all__ = ["ArtifactStore", "OrphanReport", "StagedArtifact"]
+
+_KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class StagedArtifact:
+    """Weights written and fsynced under ``tmp/``, not yet part of the store."""
+
+    key: str
+    tmp_path: Path
+    final_path: Path
+    size: int
+    promoted: bool = False
+
+
+@dataclass
+class OrphanReport:
+    """What :meth:`ArtifactStore.collect_orphans` found."""
+
+    removed_tmp: list[str] = field(default_factory=list)
+    removed_objects: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+class ArtifactStore:
+    """Published weights stored as files under ``root``.
+
+    Parameters
+    ----------
+    root : path-like
+        Folder of the store; ``objects/`` and ``tmp/`` are created inside.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> store = ArtifactStore(tempfile.mkdtemp())
+    >>> staged = store.stage(b"weights")
+    >>> store.promote(staged)
+    >>> store.read(staged.key)
+    b'weights'
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.objects = self.root / "objects"
+        self.tmp = self.root / "tmp"
+        self.objects.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
+
+    def path(self, key: str) -> Path:
+        """Path of the object ``key`` (a 32-character hex key made by :meth:`stage`)."""
+        if not _KEY_RE.match(key):
+            raise NotFoundError(f"invalid artifact key {key[:40]!r}")
+        return self.objects / key[:2] / key
+
+    def stage(self, data: bytes) -> StagedArtifact:
+        """Write ``data`` to a new temporary file and fsync it."""
+        key = uuid.uuid4().hex
+        tmp_path = self.tmp / f"{key}.part"
+        with open(tmp_path, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return StagedArtifact(key=key, tmp_path=tmp_path, final_path=self.path(key), size=len(data))
+
+    def promote(self, staged: StagedArtifact) -> None:
+        """Rename the staged file to its final place and fsync the directories."""
+        staged.final_path.parent.mkdir(exist_ok=True)
+        os.replace(staged.tmp_path, staged.final_path)
+        staged.promoted = True
+        _fsync_dir(staged.final_path.parent)
+        _fsync_dir(self.tmp)
+
+    def discard(self, staged: StagedArtifact) -> None:
+        """Remove a staged (or promoted but never committed) file."""
+        for p in (staged.tmp_path, staged.final_path):
+            p.unlink(missing_ok=True)
+
+    def read(self, key: str) -> bytes:
+        """The bytes of object ``key``.
+
+        Raises
+        ------
+        NotFoundError
+            No such object.
+        """
+        try:
+            return self.path(key).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"artifact {key!r} is missing from the store") from None
+
+    def keys(self) -> set[str]:
+        """Keys of every stored object."""
+        return {p.name for p in self.objects.glob("*/*") if _KEY_RE.match(p.name)}
+
+    def tmp_files(self) -> list[Path]:
+        """Temporary files of uploads in progress or interrupted."""
+        return sorted(self.tmp.iterdir())
+
+    def collect_orphans(
+        self, referenced: Iterable[str], *, grace_seconds: float = 0.0
+    ) -> OrphanReport:
+        """Delete objects no committed row references and stale temporary files.
+
+        Run it while holding the feed lock (no publish can be between its rename and its commit).
+
+        Parameters
+        ----------
+        referenced : iterable of str
+            Storage keys of committed models.
+        grace_seconds : float, default=0
+            Temporary files younger than this are kept (uploads in progress on other replicas).
+        """
+        report = OrphanReport()
+        wanted = set(referenced)
+        for key in sorted(self.keys() - wanted):
+            self.path(key).unlink(missing_ok=True)
+            report.removed_objects.append(key)
+        now = time.time()
+        for p in self.tmp_files():
+            try:
+                if now - p.stat().st_mtime >= grace_seconds:
+                    p.unlink()
+                    report.removed_tmp.append(p.name)
+            except FileNotFoundError:  # pragma: no cover - removed concurrently
+                continue
+        report.missing = sorted(wanted - self.keys())
+        return report

@@ -1,0 +1,208 @@
+"""SQLAlchemy 2 tables of the registry (the Alembic migrations create exactly these).
+
+Rows are named ``*Row`` to keep them apart from the domain objects they store (a ``ModelRow``
+holds a :class:`~pubsubml.artifacts.card.ModelCard`).  Every feed-writing transaction takes the
+single :class:`FeedClockRow` lock and numbers its rows from it, so positions are assigned and
+committed in the same order (see :mod:`pubsubml.registry.services.feed`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "ContributionRow",
+    "DeliveryRow",
+    "EventRow",
+    "FeatureRow",
+    "FeedClockRow",
+    "LedgerEntryRow",
+    "ModelFeatureRow",
+    "ModelRow",
+    "ModelVisibilityRow",
+    "SiteRow",
+    "SubscriptionRow",
+    "utcnow",
+]
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a fixed constraint naming convention (stable migrations)."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SiteRow(Base):
+    """A registered site: name, roles, Ed25519 public key, declared (ε, δ) budget, token hash."""
+
+    __tablename__ = "sites"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    roles: Mapped[str] = mapped_column(String(16))
+    public_key: Mapped[str | None] = mapped_column(String(64))
+    key_id: Mapped[str | None] = mapped_column(String(64))
+    epsilon_budget: Mapped[float] = mapped_column(Float)
+    delta_budget: Mapped[float] = mapped_column(Float)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class FeatureRow(Base):
+    """One entry of the consortium's feature dictionary (pubsub-ml.txt §3.2)."""
+
+    __tablename__ = "features"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    definition: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ModelRow(Base):
+    """A published model: its immutable card and where its weights are stored."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    publisher_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
+    task: Mapped[str] = mapped_column(String(16))
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    claimed_epsilon: Mapped[float] = mapped_column(Float)
+    format: Mapped[str] = mapped_column(String(16))
+    weights_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    storage_key: Mapped[str] = mapped_column(String(128), unique=True)
+    card_json: Mapped[str] = mapped_column(Text)
+    public: Mapped[bool] = mapped_column(Boolean)
+    position: Mapped[int] = mapped_column(BigInteger, unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ModelFeatureRow(Base):
+    """The input features of a model (for channel matching and the ``features`` filter)."""
+
+    __tablename__ = "model_features"
+
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    feature_name: Mapped[str] = mapped_column(String(128), primary_key=True, index=True)
+
+
+class ModelVisibilityRow(Base):
+    """A site allowed to see a non-public model (asymmetric sharing)."""
+
+    __tablename__ = "model_visibility"
+
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), primary_key=True, index=True)
+
+
+class SubscriptionRow(Base):
+    """A site's subscription to a channel F1 ∨ … ∨ Fk for a task (and label set)."""
+
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
+    channel: Mapped[str] = mapped_column(Text)
+    task: Mapped[str] = mapped_column(String(16))
+    classes_json: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DeliveryRow(Base):
+    """One model delivered to one subscription, at feed position ``cursor``."""
+
+    __tablename__ = "deliveries"
+
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"), primary_key=True)
+    cursor: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+
+    __table_args__ = (UniqueConstraint("subscription_id", "model_id"),)
+
+
+class EventRow(Base):
+    """An entry of the append-only event feed."""
+
+    __tablename__ = "events"
+
+    position: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(32))
+    site_id: Mapped[int | None] = mapped_column(ForeignKey("sites.id"))
+    model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"))
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class FeedClockRow(Base):
+    """The single row whose lock orders every feed-writing transaction."""
+
+    __tablename__ = "feed_clock"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    position: Mapped[int] = mapped_column(BigInteger)
+
+
+class LedgerEntryRow(Base):
+    """A release charged to a site's privacy ledger."""
+
+    __tablename__ = "ledger_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
+    release_id: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    events_json: Mapped[str] = mapped_column(Text)
+    scope_json: Mapped[str | None] = mapped_column(Text)
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("site_id", "release_id"),)
+
+
+class ContributionRow(Base):
+    """A subscriber's normalized contribution score for one model (pfl-stacking.txt §3)."""
+
+    __tablename__ = "contributions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    report_id: Mapped[str] = mapped_column(String(32), index=True)
+    subscriber_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    score: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+Index("ix_events_model_id", EventRow.model_id)

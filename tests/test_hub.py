@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from datetime import UTC, datetime
 
@@ -68,7 +69,7 @@ def test_cursor_resume_without_loss_or_duplication() -> None:
             hub.publish(*make_card(f"p{round_}{k}", ["x"]))
             hub.publish(*make_card(f"q{round_}{k}", ["y"]))  # never matches
         items = hub.poll(sub, after=cursor)
-        assert all(a.cursor < b.cursor for a, b in zip(items, items[1:], strict=False))
+        assert all(a.cursor < b.cursor for a, b in itertools.pairwise(items))
         assert all(i.cursor > cursor for i in items)
         seen += [i.model_id for i in items]
         cursor = items[-1].cursor

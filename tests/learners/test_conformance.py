@@ -235,7 +235,7 @@ def test_cross_val_score(name: str) -> None:
 
 @pytest.mark.parametrize("name", LEARNERS)
 def test_deterministic_with_random_state(name: str) -> None:
-    first = make(name).fit(X_DF, _targets(name))
+    first = fitted(name)
     second = make(name).fit(X_DF, _targets(name))
 
     np.testing.assert_array_equal(first.predict(X_DF), second.predict(X_DF))

@@ -143,11 +143,13 @@ def test_approx_dp_event() -> None:
     assert compute_epsilon([gaussian, approx], DELTA) < expected
 
 
-def test_grouping_is_order_free_and_empty_is_zero() -> None:
-    a, b = _sgd(1.5, 0.1, 10), _sgd(2.5, 0.1, 10)
+def test_repeated_events_merge_and_empty_is_zero() -> None:
+    a, b = _sgd(2.0, 0.01, 10), _sgd(3.0, 0.01, 10)
     assert compute_epsilon([], DELTA) == 0.0
-    assert compute_epsilon([a, b, a], DELTA) == pytest.approx(
-        compute_epsilon([_sgd(1.5, 0.1, 20), b], DELTA), rel=1e-12
+    assert compute_epsilon([a, b, a], DELTA) == compute_epsilon([_sgd(2.0, 0.01, 20), b], DELTA)
+    # Composition is commutative: another order agrees up to floating-point rounding.
+    assert compute_epsilon([b, a, a], DELTA) == pytest.approx(
+        compute_epsilon([a, b, a], DELTA), rel=1e-9
     )
 
 

@@ -68,7 +68,7 @@ def test_whole_data_release_touches_every_chunk() -> None:
     assert ledger.spent_epsilon() == compute_epsilon([MODEL, QUERY], DELTA)
     # A release on a chunk that arrives later still composes with the whole-data release.
     assert ledger.epsilon_if_charged(_release("c", MODEL, MODEL, scope=("apr",))) == (
-        compute_epsilon([MODEL, MODEL, QUERY], DELTA)
+        compute_epsilon([QUERY, MODEL, MODEL], DELTA)
     )
 
 
@@ -90,7 +90,7 @@ def test_refusal_leaves_the_ledger_unchanged() -> None:
     with pytest.raises(PrivacyBudgetExceededError, match="nothing was charged"):
         ledger.charge(_release("b"))
     assert ledger.to_json() == before
-    # The same release on another chunk is parallel composition... but "a" covered everything.
+    # Another chunk does not help: release "a" read the whole data set.
     with pytest.raises(PrivacyBudgetExceededError):
         ledger.charge(_release("c", scope=("new",)))
     assert ledger.to_json() == before

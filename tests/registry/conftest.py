@@ -61,7 +61,10 @@ DICTIONARY = FeatureSchema(
         Feature(name="bmi", lower=10, upper=60, default=25),
     )
 )
-EVENTS = (
+# A single Gaussian release keeps the accountant cheap in tests; DP-SGD events appear where they
+# matter (SGD_EVENTS).
+EVENTS = (DPEvent(mechanism="gaussian", noise_multiplier=5.0),)
+SGD_EVENTS = (
     DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.1, sample_rate=0.01, count=200),
 )
 DELTA = 1e-5
@@ -117,6 +120,18 @@ def pg_migrated(pg_user: str) -> Iterator[str]:
         upgrade(db)
         db.dispose()
         yield url
+
+
+@pytest.fixture
+def pg_factory(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Make fresh, unmigrated PostgreSQL schemas (dropped after the test); returns their URLs."""
+    stack = contextlib.ExitStack()
+
+    def make() -> str:
+        return stack.enter_context(pg_schema(request.getfixturevalue("pg_user")))
+
+    with stack:
+        yield make
 
 
 @pytest.fixture(scope="session")
@@ -243,10 +258,12 @@ class ArtifactFactory:
 
         digest = hashlib.sha256(weights).hexdigest()
         data = card.model_dump()
-        data.update(
-            weights_sha256=digest, model_id=derive_model_id(card.publisher, digest), signature=None
-        )
         data.update(changes)
+        data.update(
+            weights_sha256=digest,
+            model_id=derive_model_id(data["publisher"], digest),
+            signature=None,
+        )
         return Artifact(
             card=sign_card(ModelCard.model_validate(data), self.key(site)), weights=weights
         )

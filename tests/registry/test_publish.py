@@ -14,7 +14,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pubsubml.privacy.accountant import compute_epsilon
-from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 
 # A pickle of {"a": 1} (protocol 4), written out so the tests never import pickle.
@@ -22,12 +21,13 @@ PICKLE_BYTES = b"\x80\x04\x95\n\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94K\x
 
 
 def test_publish_then_list_get_download(registry: Any, support: Any) -> None:
-    art = registry.artifacts("a", seed=1)
+    sgd = support.privacy_record(events=support.SGD_EVENTS)
+    art = registry.artifacts("a", seed=1, privacy=sgd)
     r = registry.publish(art, site="a")
     assert r.status_code == 201, r.text
     body = r.json()
     assert body["model_id"] == art.card.model_id and body["created"] is True
-    expected = compute_epsilon(list(support.EVENTS), art.card.privacy.delta)
+    expected = compute_epsilon(list(support.SGD_EVENTS), art.card.privacy.delta)
     assert body["epsilon"] == pytest.approx(expected)
     assert body["features"] == ["age", "sex"] and body["publisher"] == "a"
 
@@ -123,7 +123,7 @@ def _bad_cases(artifacts: Any, support: Any) -> dict[str, tuple[dict[str, Any], 
     big_delta = json.loads(good.card.to_json())
     big_delta["privacy"]["delta"] = 1.5
     zero_delta = artifacts.resign(
-        good.card, good.weights, "a", privacy=support.privacy_record(delta=0.0)
+        good.card, good.weights, "a", privacy=support.privacy_record(delta=0.0, accountant="pure")
     )
     understated = artifacts.resign(
         good.card, good.weights, "a", privacy=support.privacy_record(epsilon=0.01)
@@ -137,13 +137,7 @@ def _bad_cases(artifacts: Any, support: Any) -> dict[str, tuple[dict[str, Any], 
         input_schema=artifacts("a", seed=12, fmt="onnx", features=("age", "sex")).card.input_schema,
     )
     unknown_feature = artifacts("a", seed=13, features=("age", "bmi"))
-    over_budget = artifacts(
-        "a",
-        seed=14,
-        privacy=support.privacy_record(
-            events=(DPEvent(mechanism="gaussian", noise_multiplier=0.05),), delta=1e-5
-        ),
-    )
+    over_budget = artifacts("a", seed=14)
     return {
         "malformed card JSON": (
             {"card": b"{not json", "weights": good.weights},
@@ -294,7 +288,7 @@ def test_bad_publications_change_nothing(
 ) -> None:
     reg = registry_factory()
     reg.add_features(["age", "sex", "wbc"])
-    reg.add_site("a", epsilon=3.0)
+    reg.add_site("a", epsilon=0.5)
     reg.add_site("b")
     cases = _bad_cases(artifacts, support)
     assert sorted(cases) == sorted(CASES)

@@ -379,7 +379,7 @@ class ModelCard(BaseModel):
     @classmethod
     def _outputs(cls, v: list[str]) -> list[str]:
         for name in v:
-            _check_text(name, "output name")
+            _check_text(name, "output name", MAX_NAME + 32)  # room for "proba[<class label>]"
         if len(set(v)) != len(v):
             raise ValueError("output names must be unique")
         return v

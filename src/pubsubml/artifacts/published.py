@@ -44,7 +44,8 @@ _DECODERS: Mapping[str, Callable[[ModelCard, bytes, DecodeOptions], Runner]] = {
     "onnx": load_onnx,
     "safetensors": load_safetensors,
 }
-_STACK_BYTES = 64 << 20  # largest intermediate activation of one stacked chunk
+_CHUNK_BYTES = 1 << 20  # largest activation of one stacked chunk: stays in the CPU cache
+_BLOCK_ROWS = 256
 
 
 def build_runner(card: ModelCard, weights: bytes, options: DecodeOptions | None = None) -> Runner:
@@ -300,25 +301,48 @@ class PublishedModel:
 
 
 def predict_many(
-    models: Sequence[PublishedModel], X: Any, *, max_chunk_bytes: int = _STACK_BYTES
+    models: Sequence[PublishedModel],
+    X: Any,
+    *,
+    max_chunk_bytes: int = _CHUNK_BYTES,
+    block_rows: int = _BLOCK_ROWS,
+    blas_threads: int | None = 1,
 ) -> list[np.ndarray]:
     """Outputs of many published models on the same ``X`` (m(x), pubsub-ml.txt §4 Eqn 2).
 
     ``X`` is encoded once per distinct input schema (with feature extension); safetensors
-    networks sharing an architecture run stacked, one batched matmul per layer, in chunks whose
-    largest activation stays under ``max_chunk_bytes``; other models run one by one.
+    networks sharing an architecture run stacked, one batched matmul per layer, in chunks of
+    models and blocks of rows whose largest activation stays under ``max_chunk_bytes`` (so it
+    stays in the CPU cache); other models run one by one on the shared encoding.
 
     Parameters
     ----------
     models : sequence of PublishedModel
     X : DataFrame or array-like
-    max_chunk_bytes : int, default=64 MiB
+    max_chunk_bytes : int, default=1 MiB
+        Largest activation of one stacked chunk.
+    block_rows : int, default=256
+        Rows per block of a stacked chunk.
+    blas_threads : int or None, default=1
+        BLAS threads while predicting (as ONNX Runtime sessions use one intra-op thread: many
+        models run at once); ``None`` leaves the BLAS setting alone.
 
     Returns
     -------
     list of ndarray
         ``predict_outputs`` of each model, in order: (n_samples, n_outputs_i).
     """
+    if blas_threads is None:
+        return _predict_many(models, X, max_chunk_bytes, block_rows)
+    from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
+
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        return _predict_many(models, X, max_chunk_bytes, block_rows)
+
+
+def _predict_many(
+    models: Sequence[PublishedModel], X: Any, max_chunk_bytes: int, block_rows: int
+) -> list[np.ndarray]:
     encoded: dict[FeatureSchema, np.ndarray] = {}
 
     def encode(model: PublishedModel) -> np.ndarray:
@@ -338,13 +362,14 @@ def predict_many(
         else:
             results[i] = runner.run(encode(model))
     for (sizes, _, _), members in groups.items():
-        n_rows = encode(models[members[0][0]]).shape[0]
-        chunk = max(1, max_chunk_bytes // max(n_rows * max(sizes) * 4, 1))
+        rows = min(block_rows, encode(models[members[0][0]]).shape[0])
+        chunk = max(1, max_chunk_bytes // max(rows * max(sizes) * 4, 1))
         for start in range(0, len(members), chunk):
             part = members[start : start + chunk]
             inputs = [encode(models[i]) for i, _ in part]
             shared = all(z is inputs[0] for z in inputs)
-            out = MLPStack([r for _, r in part]).run(inputs[0] if shared else np.stack(inputs))
+            stack = MLPStack([r for _, r in part])
+            out = stack.run(inputs[0] if shared else np.stack(inputs), block_rows=rows)
             for k, (i, _) in enumerate(part):
                 results[i] = out[k]
     return [r for r in results if r is not None]

@@ -139,6 +139,8 @@ def check_labels(
         raise LabelError(f"y has {len(y_arr)} labels for {n_samples} rows")
     if pd.isna(y_arr).any():
         raise LabelError("y contains missing labels")
+    if y_arr.dtype.kind in "fc" and not np.all(np.isfinite(y_arr)):
+        raise LabelError("y contains infinite labels")
     if classes is None:
         try:
             kind = type_of_target(y_arr)

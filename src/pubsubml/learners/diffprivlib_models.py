@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -117,7 +117,7 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator):
         """Fit and return the diffprivlib model on encoded ``Z`` and label codes 0..K-1."""
         raise NotImplementedError
 
-    def fit(self, X: Any, y: Any) -> DiffprivlibClassifier:
+    def fit(self, X: Any, y: Any) -> Self:
         """Train the DP model; nothing changes if any check fails.
 
         Parameters

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
@@ -114,7 +114,7 @@ class LocalModel(SchemaInputMixin, BaseEstimator):
                 tags.classifier_tags = replace(inner.classifier_tags, multi_label=False)
         return tags
 
-    def fit(self, X: Any, y: Any) -> LocalModel:
+    def fit(self, X: Any, y: Any) -> Self:
         """Fit a clone of ``estimator`` on the encoded ``X``; nothing changes if a check fails.
 
         Parameters

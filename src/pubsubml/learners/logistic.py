@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from diffprivlib.accountant import BudgetAccountant
@@ -137,7 +137,7 @@ class DPLogisticRegression(DiffprivlibClassifier):
         )
         return fit_one_vs_rest(model, Z, codes, n_classes)
 
-    def fit(self, X: Any, y: Any) -> DPLogisticRegression:
+    def fit(self, X: Any, y: Any) -> Self:
         """Train the DP model (see :meth:`DiffprivlibClassifier.fit`); also sets ``n_iter_``,
         the L-BFGS iterations of each one-vs-rest problem, shape (1,) or (n_classes,)."""
         super().fit(X, y)

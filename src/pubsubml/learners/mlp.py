@@ -29,7 +29,13 @@ from pubsubml.errors import InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import SchemaInputMixin, check_labels, check_regression_targets
 from pubsubml.privacy.accountant import check_delta, check_epsilon, compute_epsilon
 from pubsubml.privacy.calibration import calibrate_noise
-from pubsubml.privacy.dpsgd import ACTIVATIONS, DPSGDConfig, MLPStack, train_dp_stacked
+from pubsubml.privacy.dpsgd import (
+    ACTIVATIONS,
+    DPSGDConfig,
+    MLPStack,
+    TrainResult,
+    train_dp_stacked,
+)
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
@@ -169,28 +175,20 @@ class _DPMLPBase(SchemaInputMixin, BaseEstimator):
         """Fold an output transform into the last Linear layer (identity here)."""
         return module
 
-    def _commit(self, plan: _Plan, module: torch.nn.Sequential, steps: int, q: float) -> None:
-        events = []
-        if plan.config.private:
-            sigma = plan.config.noise_multiplier
-            events = [
-                DPEvent(
-                    mechanism="subsampled_gaussian",
-                    noise_multiplier=sigma,
-                    sample_rate=q,
-                    count=steps,
-                )
-            ]
+    def _commit(self, plan: _Plan, result: TrainResult) -> None:
+        """Set the fitted attributes from what the engine reports it ran."""
+        events = result.events
         delta = float(self.target_delta) if events else 0.0
         backend = cast(Backend, self.accountant)
         epsilon = compute_epsilon(events, delta, backend=backend) if events else math.inf
+        assert isinstance(result.module, torch.nn.Sequential)
         self._commit_input(plan.X, plan.Z)
-        self.module_ = self._fold_output(module)
+        self.module_ = self._fold_output(result.module)
         if plan.classes is not None:
             self.classes_ = plan.classes
-        self.noise_multiplier_ = plan.config.noise_multiplier
-        self.sample_rate_ = q
-        self.steps_ = steps
+        self.noise_multiplier_ = result.noise_multiplier
+        self.sample_rate_ = result.sample_rate
+        self.steps_ = result.steps
         self.privacy_events_: list[DPEvent] = events
         self.accountant_ = self.accountant
         self.epsilon_ = epsilon
@@ -253,8 +251,7 @@ def _fit_sites(estimators: Sequence[_DPMLPBase], Xs: Sequence[Any], ys: Sequence
             loss=loss,
         )
         for i, res in zip(members, results, strict=True):
-            assert isinstance(res.module, torch.nn.Sequential)
-            estimators[i]._commit(plans[i], res.module, res.steps, res.sample_rate)
+            estimators[i]._commit(plans[i], res)
 
 
 def fit_many(estimator: _DPMLPBase, Xs: Sequence[Any], ys: Sequence[Any]) -> list[_DPMLPBase]:
@@ -383,7 +380,7 @@ class DPMLPClassifier(ClassifierMixin, _DPMLPBase):
     >>> X = np.random.default_rng(0).random((200, 2))
     >>> y = (X[:, 0] > X[:, 1]).astype(int)
     >>> clf = DPMLPClassifier(classes=[0, 1], hidden_layer_sizes=(16,), epochs=3, batch_size=20,
-    ...                       target_epsilon=2.0, random_state=0).fit(X, y)
+    ...                       target_epsilon=2.0, accountant="rdp", random_state=0).fit(X, y)
     >>> clf.steps_, clf.epsilon_ <= 2.0, clf.predict_proba(X[:2]).shape
     (30, True, (2, 2))
     """

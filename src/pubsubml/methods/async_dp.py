@@ -9,8 +9,8 @@ g(θ) = λ‖θ‖² (strongly convex with σ = 2λ) is the model of the paper's
 
 The owner's answering function (:meth:`DataOwner.answer`, built on :func:`answer_gradient_query`)
 and the learner's update (:meth:`AsyncDPLearner.update`) are the same objects in the simulation
-(:func:`simulate_async_dp`) and in the real multi-process mode
-(:mod:`pubsubml.methods.async_dp_peers`).
+(:func:`pubsubml.methods.async_dp_simulation.simulate_async_dp`) and in the real multi-process
+mode (:mod:`pubsubml.methods.async_dp_peers`).
 
 References
 ----------
@@ -20,7 +20,6 @@ of Theorem 1), Appendix B (parameter choices η = 1/(2N), α_L = α_i/N = α/σ,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -28,142 +27,40 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, PrivacyBudgetExceededError
-from pubsubml.methods.async_dp_oracle import (
-    SquaredLossOracle,
+from pubsubml.errors import (
+    DataValidationError,
+    InvalidPrivacyParameterError,
+    PrivacyBudgetExceededError,
+)
+from pubsubml.methods.async_dp_math import (
+    StepSizes,
+    check_count,
+    check_positive,
     check_theta,
+    choose_rho,
     gradient_norm_bound,
     laplace_noise_scale,
     project,
+    step_sizes,
 )
+from pubsubml.methods.async_dp_oracle import SquaredLossOracle
+from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.privacy.mechanisms import laplace_mechanism
 
 __all__ = [
     "AsyncDPLearner",
-    "AsyncDPRun",
     "DataOwner",
+    "SquaredLossOracle",
     "StepSizes",
     "answer_gradient_query",
     "choose_rho",
     "gradient_norm_bound",
     "laplace_noise_scale",
     "project",
-    "simulate_async_dp",
     "step_sizes",
 ]
-
-Style = Literal["broadcast", "request"]
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise InvalidPrivacyParameterError(f"{name} must be a number, got {value!r}")
-    if not 0.0 < float(value) < math.inf:
-        raise InvalidPrivacyParameterError(f"{name} must be finite and > 0, got {value}")
-    return float(value)
-
-
-def _count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise InvalidPrivacyParameterError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class StepSizes:
-    """Constant step sizes of Algorithm 1 (Appendix B).
-
-    Attributes
-    ----------
-    alpha : float
-        α = ρ/T².
-    alpha_learner : float
-        α_L = α/σ, the learner's step on its own cost f_L = (1 − ηN)g.
-    alpha_owner : float
-        α_i = N·α/σ, the step of every owner copy (Eq. 5: Nρ/(σT²)).
-    eta : float
-        η = 1/(2N), the share of the regularizer carried by each owner's cost f_i.
-    """
-
-    alpha: float
-    alpha_learner: float
-    alpha_owner: float
-    eta: float
-
-
-def step_sizes(*, n_owners: int, horizon: int, rho: float, strong_convexity: float) -> StepSizes:
-    """The step sizes of Appendix B: η = 1/(2N), α_L = α_i/N = α/σ, α = ρ/T².
-
-    With these choices α_L·σ_L = α_i·σ_i = α/2 and α_L·γ_L = α_i·γ_i = α/σ, so the constants
-    δ_{α,σ} and δ_{α,γ} of Appendix B vanish.
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        On N < 1, T < 1, ρ ≤ 0 or σ ≤ 0.
-
-    Examples
-    --------
-    >>> s = step_sizes(n_owners=2, horizon=10, rho=1.0, strong_convexity=0.5)
-    >>> s.alpha, s.alpha_learner, s.alpha_owner, s.eta
-    (0.01, 0.02, 0.04, 0.25)
-    """
-    n = _count("n_owners", n_owners)
-    t = _count("horizon", horizon)
-    alpha = _positive("rho", rho) / t**2
-    sigma = _positive("strong_convexity", strong_convexity)
-    return StepSizes(alpha=alpha, alpha_learner=alpha / sigma, alpha_owner=n * alpha / sigma, eta=0.5 / n)
-
-
-def choose_rho(
-    *,
-    curvature: float,
-    n_owners: int,
-    horizon: int,
-    strong_convexity: float,
-    contraction: float = 5.0,
-) -> float:
-    """ρ such that T iterations cover ``contraction`` units of gradient time at ``curvature``.
-
-    On average one iteration moves the mean of the N + 1 models by (α/σ)/(N + 1) times the gradient
-    of f (Eq. 5–7 with the steps of :func:`step_sizes`), so T iterations shrink an error along a
-    direction of curvature h by about exp(−ρh/(σT(N + 1))).  Setting that exponent to ``contraction``
-    gives ρ = contraction·σ·T·(N + 1)/h.  The stationary error due to the DP noise grows with ρ, so
-    a small contraction trades residual optimization error for less noise.
-
-    Parameters
-    ----------
-    curvature : float
-        A *public* estimate h > 0 of the curvature of f (e.g. 2·λ_max(E[xxᵀ]) of a public reference
-        sample, or of the known feature distribution); never a statistic of the owners' data.
-    n_owners, horizon : int
-        N and T.
-    strong_convexity : float
-        σ of the regularizer g.
-    contraction : float, default=5.0
-
-    Returns
-    -------
-    float
-        ρ.
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        On a non-positive parameter.
-
-    Examples
-    --------
-    >>> choose_rho(curvature=2.0, n_owners=3, horizon=100, strong_convexity=0.01)
-    10.0
-    """
-    h = _positive("curvature", curvature)
-    sigma = _positive("strong_convexity", strong_convexity)
-    n = _count("n_owners", n_owners)
-    t = _count("horizon", horizon)
-    return _positive("contraction", contraction) * sigma * t * (n + 1) / h
 
 
 def answer_gradient_query(
@@ -214,7 +111,7 @@ def answer_gradient_query(
     async-dp-cost-of-privacy.txt §3 Eq. 3–4, Theorem 1, Appendix A.
     """
     exact = oracle.mean_gradient(theta)
-    per_answer = _positive("epsilon", epsilon) / _count("horizon", horizon)
+    per_answer = check_positive("epsilon", epsilon) / check_count("horizon", horizon)
     return laplace_mechanism(exact, sensitivity=oracle.sensitivity, epsilon=per_answer, rng=rng)
 
 
@@ -241,11 +138,15 @@ class DataOwner:
         Noise source (default: fresh OS entropy).
     ledger_delta : float, default=1e-6
         δ at which the ledger reports its accountant ε (see Notes).
-    ledger_backend : {"pld", "rdp"}, default="pld"
+    ledger_backend : {"pld", "rdp"}, optional
+        The ledger's accountant; default "pld" when one answer costs ε_i/T ≤ 0.1 and "rdp" above,
+        where a PLD of the Laplace mechanism becomes too wide to compose at every answer.
 
     Attributes
     ----------
     answers_given : int
+    event : DPEvent
+        The DP event of one answer: ``DPEvent(mechanism="laplace", noise_multiplier=T/ε_i)``.
     ledger : PrivacyLedger
         Every answer is charged here (one Laplace DPEvent) before it leaves the owner.
 
@@ -253,9 +154,14 @@ class DataOwner:
     -----
     The budget is enforced with pure ε-DP basic composition, as in the paper: the owner refuses
     the (T + 1)-th query, and :meth:`spent_epsilon` is k·ε_i/T after k answers (ε_i after T).  This
-    is exact for pure DP at δ = 0.  The ledger also records each answer's DPEvent; its PLD accountant
-    cannot report δ = 0 (its pessimistic tail truncation leaves ε = ∞ there) and at any δ > 0 it
-    reports an (ε, δ) guarantee below ε_i, so it never binds before the count does.
+    is exact for pure DP at δ = 0 and is the guarantee of Theorem 1.  The ledger also records every
+    answer's DPEvent (Laplace, noise multiplier T/ε_i).  Its accountants answer a different question,
+    an (ε, δ) guarantee at δ > 0: the PLD accountant cannot report δ = 0 (its pessimistic tail
+    truncation leaves ε = ∞ there); at δ = 1e-6 it reports far less than ε_i after many answers
+    (T = 1000 at ε_i = 1: ε ≈ 0.12) but up to ~1e-4·ε_i more for a few answers (grid rounding), and
+    the RDP conversion can exceed ε_i by more.  The ledger's budget is therefore the accountant's ε
+    of exactly T answers, so the ledger accepts the T answers the policy allows and refuses the
+    next one as well.
 
     Examples
     --------
@@ -278,15 +184,21 @@ class DataOwner:
         theta_max: float,
         rng: np.random.Generator | None = None,
         ledger_delta: float = 1e-6,
-        ledger_backend: Literal["pld", "rdp"] = "pld",
+        ledger_backend: Literal["pld", "rdp"] | None = None,
     ) -> None:
         self.site = str(site)
-        self.epsilon = _positive("epsilon", epsilon)
-        self.horizon = _count("horizon", horizon)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.horizon = check_count("horizon", horizon)
         self.oracle = SquaredLossOracle(X, y, clip_norm=clip_norm, theta_max=theta_max)
         self.rng = np.random.default_rng() if rng is None else rng
+        self.event = DPEvent(mechanism="laplace", noise_multiplier=self.horizon / self.epsilon)
+        backend = ledger_backend or ("pld" if self.epsilon / self.horizon <= 0.1 else "rdp")
+        horizon_event = self.event.model_copy(update={"count": self.horizon})
         self.ledger = PrivacyLedger(
-            site=self.site, epsilon_budget=self.epsilon, delta=ledger_delta, backend=ledger_backend
+            site=self.site,
+            epsilon_budget=compute_epsilon([horizon_event], ledger_delta, backend=backend),
+            delta=ledger_delta,
+            backend=backend,
         )
         self.answers_given = 0
 
@@ -336,15 +248,20 @@ class DataOwner:
             )
         point = check_theta(theta, self.oracle.n_features, self.oracle.theta_max)
         if point.ndim != 1:
-            raise DataValidationError(f"a data owner answers one query at a time, got {point.shape}")
+            raise DataValidationError(
+                f"a data owner answers one query at a time, got {point.shape}"
+            )
         noisy, event = answer_gradient_query(
             point, self.oracle, epsilon=self.epsilon, horizon=self.horizon, rng=self.rng
+        )
+        assert math.isclose(
+            event.noise_multiplier or 0.0, self.horizon / self.epsilon, rel_tol=1e-9
         )
         self.ledger.charge(
             Release(
                 release_id=f"{self.site}/gradient-answer/{self.answers_given + 1}",
                 description="Laplace-noised gradient answer (async-dp Eq. 4)",
-                events=(event,),
+                events=(self.event,),  # the same event object, so the ledger groups all answers
             )
         )
         self.answers_given += 1
@@ -408,20 +325,23 @@ class AsyncDPLearner:
         rho: float,
         replicas: int | None = None,
     ) -> None:
-        sizes = [_count("n_records[i]", n) for n in n_records]
+        sizes = [check_count("n_records[i]", n) for n in n_records]
         if not sizes:
             raise InvalidPrivacyParameterError("the learner needs at least one data owner")
         self.n_records = np.asarray(sizes, dtype=np.int64)
         self.shares = self.n_records / self.n_records.sum()
         self.n_owners = len(sizes)
-        self.n_features = _count("n_features", n_features)
-        self.horizon = _count("horizon", horizon)
-        self.reg = _positive("reg", reg)
-        self.theta_max = _positive("theta_max", theta_max)
-        self.rho = _positive("rho", rho)
-        self.replicas = None if replicas is None else _count("replicas", replicas)
+        self.n_features = check_count("n_features", n_features)
+        self.horizon = check_count("horizon", horizon)
+        self.reg = check_positive("reg", reg)
+        self.theta_max = check_positive("theta_max", theta_max)
+        self.rho = check_positive("rho", rho)
+        self.replicas = None if replicas is None else check_count("replicas", replicas)
         self.steps = step_sizes(
-            n_owners=self.n_owners, horizon=self.horizon, rho=self.rho, strong_convexity=2 * self.reg
+            n_owners=self.n_owners,
+            horizon=self.horizon,
+            rho=self.rho,
+            strong_convexity=2 * self.reg,
         )
         lead = () if self.replicas is None else (self.replicas,)
         self.theta_learner = np.zeros((*lead, self.n_features))
@@ -470,7 +390,9 @@ class AsyncDPLearner:
         s = self.steps
         grad_g = 2.0 * self.reg * point
         share = self.shares[index][..., None] if self.replicas is not None else self.shares[index]
-        owner_new = project(point - s.alpha_owner * (s.eta * grad_g + share * noisy), self.theta_max)
+        owner_new = project(
+            point - s.alpha_owner * (s.eta * grad_g + share * noisy), self.theta_max
+        )
         learner_new = project(
             point - s.alpha_learner * (1.0 - s.eta * self.n_owners) * grad_g, self.theta_max
         )
@@ -480,85 +402,3 @@ class AsyncDPLearner:
             self.theta_owners[index, np.arange(self.replicas)] = owner_new
         self.theta_learner = learner_new
         self.iteration += 1
-
-
-@dataclasses.dataclass(frozen=True)
-class AsyncDPRun:
-    """What one run of Algorithm 1 did.
-
-    Attributes
-    ----------
-    owners : ndarray of shape (T,)
-        i_k, the owner that answered at iteration k.
-    times : ndarray of shape (T,)
-        t_k in units of the owners' mean clock period (rate-1 Poisson clocks).
-    thetas : ndarray of shape (T, p)
-        θ_L,k after each iteration.
-    """
-
-    owners: np.ndarray
-    times: np.ndarray
-    thetas: np.ndarray
-
-
-def simulate_async_dp(
-    owners: Sequence[DataOwner],
-    learner: AsyncDPLearner,
-    *,
-    rng: np.random.Generator,
-    style: Style = "request",
-    broadcast_interval: float = 1.0,
-) -> AsyncDPRun:
-    """Run Algorithm 1 for T iterations in one process, with independent rate-1 Poisson clocks.
-
-    ``style="request"``: the learner listens; the owner whose clock fires first requests an update.
-    ``style="broadcast"``: the learner broadcasts a query every ``broadcast_interval`` time units
-    (once the previous update is over); the first owner whose clock fires after the broadcast
-    answers.  In both styles every owner is the next one with probability 1/N (§3).
-
-    Parameters
-    ----------
-    owners : sequence of DataOwner
-        In the learner's owner order.
-    learner : AsyncDPLearner
-        A single-run learner (``replicas=None``).
-    rng : numpy.random.Generator
-        Drives the clocks (each owner has its own noise generator).
-    style : {"request", "broadcast"}, default="request"
-    broadcast_interval : float, default=1.0
-
-    Returns
-    -------
-    AsyncDPRun
-
-    Raises
-    ------
-    DataValidationError
-        If the owners do not match the learner.
-    PrivacyBudgetExceededError
-        If an owner's horizon is shorter than the learner's and it runs out.
-    """
-    if learner.replicas is not None or len(owners) != learner.n_owners:
-        raise DataValidationError("simulate_async_dp needs a single-run learner with one entry per owner")
-    if [o.n_records for o in owners] != learner.n_records.tolist():
-        raise DataValidationError("owners' n_records do not match the learner's")
-    if style not in ("request", "broadcast"):
-        raise DataValidationError(f"style must be 'request' or 'broadcast', got {style!r}")
-    interval = _positive("broadcast_interval", broadcast_interval)
-    fire = rng.exponential(1.0, size=learner.n_owners)
-    now = 0.0
-    picked, times, thetas = [], [], []
-    for _ in range(learner.horizon):
-        if style == "broadcast":
-            now = math.ceil(now / interval + 1e-12) * interval  # next broadcast after the last update
-            late = fire < now  # memoryless clocks: restart those that fired while nobody listened
-            fire[late] = now + rng.exponential(1.0, size=int(late.sum()))
-        i = int(np.argmin(fire))
-        now = float(fire[i])
-        fire[i] += rng.exponential(1.0)
-        theta_hat = learner.query(i)
-        learner.update(i, theta_hat, owners[i].answer(theta_hat))
-        picked.append(i)
-        times.append(now)
-        thetas.append(learner.theta_learner.copy())
-    return AsyncDPRun(owners=np.asarray(picked), times=np.asarray(times), thetas=np.asarray(thetas))

@@ -11,101 +11,13 @@ Appendix A (sensitivity 2Ξ/n_i), §5.1.2 (linear regression with squared loss).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.errors import DataValidationError
+from pubsubml.methods.async_dp_math import check_positive, check_theta
 
-__all__ = [
-    "SquaredLossOracle",
-    "check_theta",
-    "gradient_norm_bound",
-    "laplace_noise_scale",
-    "project",
-]
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise InvalidPrivacyParameterError(f"{name} must be a number, got {value!r}")
-    if not 0.0 < float(value) < math.inf:
-        raise InvalidPrivacyParameterError(f"{name} must be finite and > 0, got {value}")
-    return float(value)
-
-
-def gradient_norm_bound(*, x_l1_bound: float, y_abs_bound: float, theta_max: float) -> float:
-    """Ξ = sup over Θ and the public data domain of ‖∇_θ (y − θᵀx)²‖₁ (Assumption 2).
-
-    ∇_θ ℓ = −2(y − θᵀx)x, and |y − θᵀx| ≤ |y| + θ_max‖x‖₁ on Θ = {‖θ‖∞ ≤ θ_max}, so
-    Ξ = 2(y_max + θ_max·x₁)·x₁ with x₁ ≥ ‖x‖₁ and y_max ≥ |y| taken from public bounds.
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        On a non-positive bound.
-
-    Examples
-    --------
-    >>> gradient_norm_bound(x_l1_bound=2.0, y_abs_bound=1.0, theta_max=1.0)
-    12.0
-    """
-    x1 = _positive("x_l1_bound", x_l1_bound)
-    y1 = _positive("y_abs_bound", y_abs_bound)
-    return 2.0 * (y1 + _positive("theta_max", theta_max) * x1) * x1
-
-
-def laplace_noise_scale(*, clip_norm: float, horizon: int, n_records: int, epsilon: float) -> float:
-    """The Laplace scale 2ΞT/(n_i ε_i) of Theorem 1.
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        On a non-positive argument.
-
-    Examples
-    --------
-    >>> laplace_noise_scale(clip_norm=3.0, horizon=100, n_records=1000, epsilon=0.5)
-    1.2
-    """
-    for name, count in (("horizon", horizon), ("n_records", n_records)):
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
-            raise InvalidPrivacyParameterError(f"{name} must be an int >= 1, got {count!r}")
-    return 2.0 * _positive("clip_norm", clip_norm) * horizon / (n_records * _positive("epsilon", epsilon))
-
-
-def project(theta: ArrayLike, theta_max: float) -> np.ndarray:
-    """Π_Θ: Euclidean projection onto Θ = {‖θ‖∞ ≤ θ_max} (coordinate-wise clipping).
-
-    Examples
-    --------
-    >>> project(np.array([2.0, -0.5, -3.0]), 1.0).tolist()
-    [1.0, -0.5, -1.0]
-    """
-    bound = _positive("theta_max", theta_max)
-    return np.clip(np.asarray(theta, dtype=np.float64), -bound, bound)
-
-
-def check_theta(theta: ArrayLike, n_features: int, theta_max: float) -> np.ndarray:
-    """θ as float64 of shape (p,) or (r, p), finite and inside Θ.
-
-    Raises
-    ------
-    DataValidationError
-        On a non-numeric, non-finite, wrongly shaped θ or one outside Θ.
-    """
-    try:
-        point = np.asarray(theta, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataValidationError(f"theta must be numeric: {exc}") from exc
-    if point.ndim not in (1, 2) or point.shape[-1] != n_features:
-        raise DataValidationError(f"theta must have shape (p,) or (r, p) with p={n_features}")
-    if not np.all(np.isfinite(point)):
-        raise DataValidationError("theta contains NaN or infinite values")
-    if np.any(np.abs(point) > theta_max):
-        raise DataValidationError(f"theta lies outside Θ = {{‖θ‖∞ ≤ {theta_max:g}}}")
-    return point
+__all__ = ["SquaredLossOracle"]
 
 
 class SquaredLossOracle:
@@ -150,13 +62,17 @@ class SquaredLossOracle:
         except (TypeError, ValueError) as exc:
             raise DataValidationError(f"X and y must be numeric: {exc}") from exc
         if inputs.ndim != 2 or inputs.shape[0] < 1 or inputs.shape[1] < 1:
-            raise DataValidationError(f"X must have shape (n, p) with n, p >= 1, got {inputs.shape}")
+            raise DataValidationError(
+                f"X must have shape (n, p) with n, p >= 1, got {inputs.shape}"
+            )
         if targets.shape != (inputs.shape[0],):
-            raise DataValidationError(f"y must have shape ({inputs.shape[0]},), got {targets.shape}")
+            raise DataValidationError(
+                f"y must have shape ({inputs.shape[0]},), got {targets.shape}"
+            )
         if not (np.all(np.isfinite(inputs)) and np.all(np.isfinite(targets))):
             raise DataValidationError("X and y must be finite")
-        self.clip_norm = _positive("clip_norm", clip_norm)
-        self.theta_max = _positive("theta_max", theta_max)
+        self.clip_norm = check_positive("clip_norm", clip_norm)
+        self.theta_max = check_positive("theta_max", theta_max)
         self.n_records, self.n_features = inputs.shape
         self.sensitivity = 2.0 * self.clip_norm / self.n_records
         self._X = inputs

@@ -28,11 +28,12 @@ from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 __all__ = [
     "DEFAULT_MODEL_RESOURCE",
     "CostOfPrivacyModel",
-    "Forecast",
     "FitnessStatistics",
+    "Forecast",
     "cost_of_privacy_bound",
     "fit_alone_fitness",
     "fit_cost_of_privacy",
+    "fit_owner_scaling",
     "loglog_slope",
     "optimal_parameters",
     "privacy_term",
@@ -91,7 +92,9 @@ class FitnessStatistics:
         if not 0.0 <= reg < math.inf:
             raise DataValidationError(f"reg must be finite and >= 0, got {reg}")
         n = inputs.shape[0]
-        return cls(inputs.T @ inputs / n, inputs.T @ targets / n, float(targets @ targets / n), n, reg)
+        return cls(
+            inputs.T @ inputs / n, inputs.T @ targets / n, float(targets @ targets / n), n, reg
+        )
 
     @classmethod
     def pooled(cls, parts: Sequence[FitnessStatistics]) -> FitnessStatistics:
@@ -107,8 +110,8 @@ class FitnessStatistics:
         n = sum(s.n_records for s in parts)
         weights = [s.n_records / n for s in parts]
         return cls(
-            sum(w * s.gram for w, s in zip(weights, parts, strict=True)),
-            sum(w * s.moment for w, s in zip(weights, parts, strict=True)),
+            np.sum([w * s.gram for w, s in zip(weights, parts, strict=True)], axis=0),
+            np.sum([w * s.moment for w, s in zip(weights, parts, strict=True)], axis=0),
             float(sum(w * s.second for w, s in zip(weights, parts, strict=True))),
             n,
             parts[0].reg,
@@ -153,7 +156,9 @@ def optimal_parameters(stats: FitnessStatistics, *, theta_max: float) -> np.ndar
     return np.asarray(result.x, dtype=np.float64)
 
 
-def relative_fitness(theta: ArrayLike, stats: FitnessStatistics, theta_star: ArrayLike) -> np.ndarray:
+def relative_fitness(
+    theta: ArrayLike, stats: FitnessStatistics, theta_star: ArrayLike
+) -> np.ndarray:
     """ψ(θ) = f(θ)/f(θ*) − 1 (§5), for θ of shape (..., p).
 
     Examples
@@ -214,7 +219,9 @@ def theorem2_bound(
     return c1 * math.sqrt(inner) + c2 * inner
 
 
-def cost_of_privacy_bound(n_records: ArrayLike, epsilons: ArrayLike, *, c1: float, c2: float) -> float:
+def cost_of_privacy_bound(
+    n_records: ArrayLike, epsilons: ArrayLike, *, c1: float, c2: float
+) -> float:
     """The large-horizon bound of Eq. 10–11: c̄1·√S + c̄2·S with S = Σ_i 1/(n²ε_i²).
 
     Parameters
@@ -267,6 +274,48 @@ def fit_cost_of_privacy(terms: ArrayLike, psi: ArrayLike) -> tuple[float, float]
         raise DataValidationError("privacy terms must be > 0")
     c1, c2 = _nonnegative_fit(np.column_stack([np.sqrt(s), s]), target)
     return float(c1), float(c2)
+
+
+def fit_owner_scaling(
+    terms: ArrayLike, psi: ArrayLike, n_owners: ArrayLike, *, exponents: ArrayLike | None = None
+) -> tuple[float, float, float]:
+    """Fit ψ ≈ N^γ·(c̄1√S + c̄2 S): Eq. 11 with constants that depend on the number of owners N.
+
+    Theorem 2 holds "for any N" with constants that grow with N (Appendix B: c̄2 = 8N·c2 and
+    c2 ∝ N²√(N + 1)); one forecast across N needs that dependence, modelled here as N^γ.  γ is
+    chosen on a grid, and c̄1, c̄2 ≥ 0 by non-negative least squares in relative error.
+
+    Returns
+    -------
+    (c1, c2, gamma) : tuple of float
+
+    Examples
+    --------
+    >>> s, n = np.array([1e-4, 1e-3, 1e-2, 1e-3]), np.array([2, 2, 4, 8])
+    >>> [round(c, 6) for c in fit_owner_scaling(s, n**1.5 * (2.0 * s), n)]
+    [0.0, 2.0, 1.5]
+    """
+    s = np.asarray(terms, dtype=np.float64).ravel()
+    owners = np.asarray(n_owners, dtype=np.float64).ravel()
+    target = np.asarray(psi, dtype=np.float64).ravel()
+    if np.any(~(s > 0)) or np.any(owners < 1) or owners.shape != s.shape:
+        raise DataValidationError(
+            "privacy terms must be > 0 and n_owners >= 1, one per measurement"
+        )
+    grid = (
+        np.linspace(-1.0, 4.0, 501)
+        if exponents is None
+        else np.asarray(exponents, dtype=np.float64)
+    )
+    best: tuple[float, float, float, float] | None = None
+    for gamma in grid:
+        columns = owners[:, None] ** gamma * np.column_stack([np.sqrt(s), s])
+        c1, c2 = _nonnegative_fit(columns, target)
+        error = float(np.sum(((columns @ [c1, c2]) / target - 1.0) ** 2))
+        if best is None or error < best[0] - 1e-15:
+            best = (error, float(c1), float(c2), round(float(gamma), 10))
+    assert best is not None
+    return best[1], best[2], best[3]
 
 
 def fit_alone_fitness(
@@ -335,6 +384,8 @@ class CostOfPrivacyModel(BaseModel):
     ----------
     c1, c2 : float
         c̄1, c̄2 of Eq. 11 for ψ of the collaboration.
+    owner_exponent : float, default=0.0
+        γ of :func:`fit_owner_scaling`: the constants scale as N^γ (0: the same for every N).
     alone_a, alone_b : float
         a, b of :func:`fit_alone_fitness`.
     horizon : int
@@ -355,14 +406,16 @@ class CostOfPrivacyModel(BaseModel):
 
     c1: float
     c2: float
+    owner_exponent: float = 0.0
     alone_a: float
     alone_b: float
     horizon: int
     calibration: dict[str, Any]
 
     def predict_collaboration(self, *, n_owners: int, n_records: float, epsilon: float) -> float:
-        """Eq. 11 with fitted constants for N owners of n_i = n records each with ε_i = ε."""
-        return cost_of_privacy_bound([n_records] * n_owners, epsilon, c1=self.c1, c2=self.c2)
+        """N^γ·(c̄1√S + c̄2 S) (Eq. 11) for N owners of n_i = n records each with ε_i = ε."""
+        bound = cost_of_privacy_bound([n_records] * n_owners, epsilon, c1=self.c1, c2=self.c2)
+        return float(n_owners**self.owner_exponent * bound)
 
     def predict_alone(self, *, n_owners: int, n_records: float) -> float:
         """(a/n_1 + b)(1 − 1/N)."""

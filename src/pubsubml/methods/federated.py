@@ -98,6 +98,8 @@ class FederatedMLP(BaseEstimator):
         ``noise_multiplier`` is given.
     noise_multiplier : float, optional
     max_grad_norm : float, default=1.0
+    accountant : {"pld", "rdp"}, default="pld"
+        Calibrates σ and reports ε (PLD is tight, RDP a fast conservative bound).
     random_state : int, default=0
 
     Attributes
@@ -134,6 +136,7 @@ class FederatedMLP(BaseEstimator):
         target_delta: float = 1e-4,
         noise_multiplier: float | None = None,
         max_grad_norm: float = 1.0,
+        accountant: Literal["pld", "rdp"] = "pld",
         random_state: int = 0,
     ) -> None:
         self.schema = schema
@@ -152,6 +155,7 @@ class FederatedMLP(BaseEstimator):
         self.target_delta = target_delta
         self.noise_multiplier = noise_multiplier
         self.max_grad_norm = max_grad_norm
+        self.accountant = accountant
         self.random_state = random_state
 
     # ---- server strategy ------------------------------------------------------------------
@@ -220,7 +224,9 @@ class FederatedMLP(BaseEstimator):
             key = (q, k * max_rounds)
             if key not in cache:
                 cache[key] = float(
-                    calibrate_noise(self.target_epsilon, self.target_delta, q, k * max_rounds)
+                    calibrate_noise(
+                        self.target_epsilon, self.target_delta, q, k * max_rounds, self.accountant
+                    )
                 )
             out.append(cache[key])
         return out
@@ -260,7 +266,7 @@ class FederatedMLP(BaseEstimator):
         sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
         root = torch.Generator().manual_seed(self.random_state)
         params = [p.detach().clone() for p in init_mlp(sizes, self.activation, root).parameters()]
-        accountants = [PrivacyAccountant() for _ in range(N)]
+        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(N)]
         loss = "cross_entropy" if self.task == "classification" else "mse"
         for r, chosen in enumerate(schedule):
             k = len(chosen)
@@ -282,8 +288,12 @@ class FederatedMLP(BaseEstimator):
                 loss=loss,
             )
             for c, res in zip(chosen, results, strict=True):
-                for event in res.events:
-                    accountants[c].record(event)
+                if res.private:  # what ran, step by step (merged into one event per client)
+                    accountants[c].step(
+                        noise_multiplier=res.noise_multiplier,
+                        sample_rate=res.sample_rate,
+                        steps=res.steps,
+                    )
             w = torch.tensor([ns[c] for c in chosen], dtype=torch.float32)
             params = self.aggregate(params, stack.parameters(), w / w.sum())
         module = init_mlp(sizes, self.activation, torch.Generator().manual_seed(0))
@@ -353,7 +363,8 @@ class DPFedAvg(FederatedMLP):
     ...     X = pd.DataFrame(rng.random((60, 2)), columns=["a", "b"])
     ...     clients.append((X, (X.a > X.b).astype(int).to_numpy()))
     >>> fl = DPFedAvg(schema=schema, classes=[0, 1], hidden_layer_sizes=(8,), rounds=2,
-    ...               client_fraction=0.5, batch_size=20, noise_multiplier=1.0).fit(clients)
+    ...               client_fraction=0.5, batch_size=20, noise_multiplier=1.0,
+    ...               accountant="rdp").fit(clients)
     >>> fl.participation_.tolist(), bool(fl.epsilon_ > 0)
     ([1, 1, 1, 1], True)
     """

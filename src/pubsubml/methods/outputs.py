@@ -17,13 +17,6 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import (
-    accuracy_score,
-    balanced_accuracy_score,
-    f1_score,
-    mean_squared_error,
-    r2_score,
-)
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
@@ -35,9 +28,12 @@ __all__ = [
     "FUSION_MODELS",
     "OWN_MODELS",
     "SELECTION_METRICS",
+    "OwnModel",
     "Runner",
     "SelectionMetric",
     "align_outputs",
+    "candidate_ids",
+    "encode_targets",
     "model_classes",
     "model_features",
     "published_runner",
@@ -72,6 +68,76 @@ def model_classes(model: Any) -> list[Any] | None:
     if cls is None:
         cls = getattr(model, "classes_", None)
     return None if cls is None else list(np.asarray(cls).tolist())
+
+
+class OwnModel:
+    """The subscriber's own model M^s seen as a black box, like any subscribed model."""
+
+    def __init__(self, estimator: Any, features: list[str]) -> None:
+        self.estimator = estimator
+        self.input_features = features
+        self.classes = getattr(estimator, "classes_", None)
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        """Class probabilities of M^s on its own features."""
+        return np.asarray(self.estimator.predict_proba(X[self.input_features]))
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Predictions of M^s on its own features."""
+        return np.asarray(self.estimator.predict(X[self.input_features]))
+
+
+def candidate_ids(
+    models: Sequence[Any], given: Sequence[str] | None, *, reserved: str
+) -> list[str]:
+    """Names of the subscribed models: ``given``, else their ``model_id``, else ``"m{i}"``.
+
+    Raises
+    ------
+    ValueError
+        Wrong count, duplicates, or a name equal to ``reserved`` (the own model's).
+    """
+    if given is not None:
+        ids = [str(i) for i in given]
+        if len(ids) != len(models):
+            raise ValueError(f"{len(ids)} model_ids for {len(models)} models")
+    else:
+        ids = [str(getattr(m, "model_id", None) or f"m{i}") for i, m in enumerate(models)]
+    if len(set(ids)) != len(ids) or reserved in ids:
+        raise ValueError(f"model ids must be unique and differ from {reserved!r}")
+    return ids
+
+
+def encode_targets(
+    y: np.ndarray, task: str, classes: Sequence[Any] | None
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """The subscriber's label set and ``y`` as class indices (or float targets for regression).
+
+    Raises
+    ------
+    LabelError
+        Missing labels, fewer than two classes, or labels outside ``classes``.
+    DataValidationError
+        Non-numeric or non-finite regression targets.
+    """
+    if task == "regression":
+        try:
+            t = y.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise DataValidationError(f"regression targets must be numeric: {exc}") from exc
+        if not np.all(np.isfinite(t)):
+            raise DataValidationError("y contains NaN or infinite values")
+        return None, t
+    if pd.isna(y).any():
+        raise LabelError("y contains missing labels")
+    labels = np.unique(y) if classes is None else np.asarray(list(classes))
+    if len(labels) < 2 or len(set(labels.tolist())) != len(labels):
+        raise LabelError(f"need at least two distinct classes, got {labels.tolist()}")
+    index = {c: i for i, c in enumerate(labels.tolist())}
+    unknown = {v for v in y.tolist() if v not in index}
+    if unknown:
+        raise LabelError(f"labels {sorted(map(str, unknown))} are not in classes {labels.tolist()}")
+    return labels, np.fromiter((index[v] for v in y.tolist()), np.int64, count=len(y))
 
 
 def run_models(
@@ -186,42 +252,64 @@ def align_outputs(
 # ---- selection metrics (Step 2) ------------------------------------------------------------
 @dataclass(frozen=True)
 class SelectionMetric:
-    """A metric of Step 2 over a candidate's aligned outputs on ``Cus``."""
+    """A metric of Step 2, computed for every candidate at once on ``Cus``.
 
-    fn: Callable[[np.ndarray, np.ndarray, np.ndarray | None], float]
+    ``fn(y, outputs)`` takes the targets ``y`` of shape (n,) — class indices into the subscriber's
+    label set for classification — and the aligned outputs of shape (n_models, n, k), and returns
+    one score per model.
+    """
+
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
     greater_is_better: bool
     tasks: frozenset[str]
 
-    def score(self, y: np.ndarray, outputs: np.ndarray, classes: np.ndarray | None) -> float:
-        """The metric of outputs (n, K) or (n, 1) against labels or targets ``y``."""
-        return float(self.fn(y, outputs, classes))
+    def score(self, y: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        """Scores of shape (n_models,) for outputs (n_models, n, k) against ``y`` (n,)."""
+        return np.asarray(self.fn(np.asarray(y), np.asarray(outputs)), dtype=np.float64)
 
 
-def _labels(outputs: np.ndarray, classes: np.ndarray | None) -> np.ndarray:
-    assert classes is not None
-    return np.asarray(classes)[np.argmax(outputs, axis=1)]
+def _accuracy(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.mean(out.argmax(axis=2) == y, axis=1)
 
 
-def _f1_minority(y: np.ndarray, outputs: np.ndarray, classes: np.ndarray | None) -> float:
-    """F1 of the least frequent class of ``y`` (pubsub-ml.txt §8 for imbalanced data)."""
-    assert classes is not None
-    counts = [(int(np.sum(y == c)), i) for i, c in enumerate(np.asarray(classes).tolist())]
-    present = [t for t in counts if t[0] > 0] or counts
-    minority = np.asarray(classes)[min(present)[1]]
-    pred = _labels(outputs, classes)
-    return float(f1_score(y, pred, labels=[minority], average="macro", zero_division=0.0))
+def _balanced_accuracy(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Mean recall over the classes present in ``y`` (as scikit-learn's balanced accuracy)."""
+    pred = out.argmax(axis=2)
+    recalls = [np.mean(pred[:, y == c] == c, axis=1) for c in np.unique(y)]
+    return np.mean(recalls, axis=0)
+
+
+def _f1_minority(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """F1 of the least frequent class of ``y`` (pubsub-ml.txt §8, imbalanced data sets)."""
+    values, counts = np.unique(y, return_counts=True)
+    minority = values[np.argmin(counts)]
+    pred = out.argmax(axis=2) == minority
+    truth = y == minority
+    tp = np.sum(pred & truth, axis=1)
+    denominator = np.sum(pred, axis=1) + np.sum(truth)
+    return np.divide(2.0 * tp, denominator, out=np.zeros(len(pred)), where=denominator > 0)
+
+
+def _mse(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.mean((out[:, :, 0] - y) ** 2, axis=1)
+
+
+def _r2(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    sse = np.sum((out[:, :, 0] - y) ** 2, axis=1)
+    sst = float(np.sum((y - y.mean()) ** 2))
+    if sst == 0.0:
+        return np.where(sse == 0.0, 1.0, 0.0)
+    return 1.0 - sse / sst
 
 
 _CLF = frozenset({"classification"})
 _REG = frozenset({"regression"})
 SELECTION_METRICS: dict[str, SelectionMetric] = {
-    "accuracy": SelectionMetric(lambda y, o, c: accuracy_score(y, _labels(o, c)), True, _CLF),
-    "balanced_accuracy": SelectionMetric(
-        lambda y, o, c: balanced_accuracy_score(y, _labels(o, c)), True, _CLF
-    ),
+    "accuracy": SelectionMetric(_accuracy, True, _CLF),
+    "balanced_accuracy": SelectionMetric(_balanced_accuracy, True, _CLF),
     "f1_minority": SelectionMetric(_f1_minority, True, _CLF),
-    "mse": SelectionMetric(lambda y, o, c: mean_squared_error(y, o[:, 0]), False, _REG),
-    "r2": SelectionMetric(lambda y, o, c: r2_score(y, o[:, 0]), True, _REG),
+    "mse": SelectionMetric(_mse, False, _REG),
+    "r2": SelectionMetric(_r2, True, _REG),
 }
 
 

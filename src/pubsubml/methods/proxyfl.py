@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor
 
@@ -156,14 +157,15 @@ def warn_if_weak(cohort: ClientCohort, rounds: int) -> None:
         msg = "proxies are shared without DP-SGD (dp=False): no privacy guarantee at all"
     else:
         worst = max(
-            compute_epsilon(
-                [cohort.round_event(s).model_copy(update={"count": cohort.steps[s] * rounds})],
-                cfg.delta,
+            min(
+                compute_epsilon(
+                    [cohort.round_event(s).model_copy(update={"count": cohort.steps[s] * rounds})],
+                    cfg.delta,
+                ),
+                cfg.budget_of(k),
             )
-            for s in range(len(cohort.n))
+            for s, k in enumerate(cohort.client_ids)
         )
-        if cfg.epsilon_budget is not None:
-            worst = min(worst, cfg.epsilon_budget)
         if worst <= WEAK_EPSILON:
             return
         msg = (
@@ -175,7 +177,7 @@ def warn_if_weak(cohort: ClientCohort, rounds: int) -> None:
     warnings.warn(msg, WeakPrivacyWarning, stacklevel=3)
 
 
-class ProxyMethod:
+class ProxyMethod(BaseEstimator):  # type: ignore[misc]
     """Base of ProxyFL and its baselines: per-client DP proxies, optional private models.
 
     Subclasses choose whether clients keep a private model (:attr:`uses_private`) and how proxies

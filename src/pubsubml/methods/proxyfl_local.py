@@ -97,8 +97,9 @@ class DMLConfig:
         ``False`` drops clipping and noise (the non-DP ablation, §4.2); nothing is accounted then.
     delta : float, default=1e-5
         δ of each client's (ε, δ); must be below ``1/n_k``.
-    epsilon_budget : float, optional
-        A client drops out before a round that would take its ε above this (§3.3).
+    epsilon_budget : float or sequence of float, optional
+        A client drops out before a round that would take its ε above its budget (§3.3): one
+        value for all, or one per client indexed by global client id (``inf`` for none).
 
     Raises
     ------
@@ -118,7 +119,7 @@ class DMLConfig:
     max_grad_norm: float = 1.0
     dp: bool = True
     delta: float = 1e-5
-    epsilon_budget: float | None = None
+    epsilon_budget: float | tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta"):
@@ -132,13 +133,43 @@ class DMLConfig:
             raise InvalidPrivacyParameterError(
                 f"noise_multiplier must be > 0, got {self.noise_multiplier}"
             )
-        if self.epsilon_budget is not None and not self.epsilon_budget > 0:
+        if isinstance(self.epsilon_budget, Sequence):  # JSON gives a list: store a tuple
+            object.__setattr__(self, "epsilon_budget", tuple(float(b) for b in self.epsilon_budget))
+        budgets = self.budgets_or_none()
+        if budgets is not None and not all(b > 0 for b in budgets):
             raise InvalidPrivacyParameterError(
                 f"epsilon_budget must be > 0, got {self.epsilon_budget}"
             )
         check_delta(self.delta)
         # DPSGDConfig validates C, the batch size and the epochs.
         self.dpsgd()
+
+    def budgets_or_none(self) -> tuple[float, ...] | None:
+        """The budget(s) as a tuple, or None when no client has one."""
+        if self.epsilon_budget is None:
+            return None
+        if isinstance(self.epsilon_budget, tuple):
+            return self.epsilon_budget
+        return (float(self.epsilon_budget),)
+
+    def budget_of(self, client: int) -> float:
+        """Client ``client``'s ε budget (``inf`` when it has none).
+
+        Raises
+        ------
+        InvalidPrivacyParameterError
+            Per-client budgets that do not cover this client id.
+        """
+        budgets = self.budgets_or_none()
+        if budgets is None:
+            return math.inf
+        if not isinstance(self.epsilon_budget, tuple):
+            return budgets[0]
+        if not 0 <= client < len(budgets):
+            raise InvalidPrivacyParameterError(
+                f"no ε budget for client {client}: {len(budgets)} given"
+            )
+        return budgets[client]
 
     def dpsgd(self) -> DPSGDConfig:
         """The engine's config for one round (``epochs = local_epochs``)."""
@@ -350,16 +381,14 @@ class ClientCohort:
 
     def willing(self) -> Tensor:
         """Which clients can run one more round within their budget (bool, shape (S,))."""
-        budget = self.config.epsilon_budget
         out = self.active.clone()
-        if budget is None or not self.config.dp:
+        if not self.config.dp:
             return out
-        for s in range(len(self.n)):
-            if out[s]:
-                nxt = compute_epsilon(
-                    [*self.accountants[s].events, self.round_event(s)], self.config.delta
-                )
-                out[s] = nxt <= budget
+        for s, k in enumerate(self.client_ids):
+            budget = self.config.budget_of(k)
+            if out[s] and math.isfinite(budget):
+                events = [*self.accountants[s].events, self.round_event(s)]
+                out[s] = compute_epsilon(events, self.config.delta) <= budget
         return out
 
     # ---- training ----------------------------------------------------------------------------
@@ -448,16 +477,24 @@ class ClientCohort:
         return torch.cat([p.reshape(S, -1) for p in self.proxy.parameters()], 1).clone()
 
     def load_proxies(self, flat: Tensor) -> None:
-        """Overwrite the proxies in place from rows of shape (S, d_θ)."""
-        S, offset = len(self.n), 0
-        for p in self.proxy.parameters():
+        """Overwrite the proxies in place from rows of shape (S, d_θ).
+
+        Raises
+        ------
+        DataValidationError
+            On a shape other than (S, d_θ); nothing is changed.
+        """
+        params = self.proxy.parameters()
+        expected = (len(self.n), sum(p[0].numel() for p in params))
+        if tuple(flat.shape) != expected:
+            raise DataValidationError(
+                f"expected proxies of shape {expected}, got {tuple(flat.shape)}"
+            )
+        offset = 0
+        for p in params:
             size = p[0].numel()
             p.copy_(flat[:, offset : offset + size].reshape(p.shape))
             offset += size
-        if offset != flat.shape[1] or flat.shape[0] != S:
-            raise DataValidationError(
-                f"expected proxies of shape ({S}, {offset}), got {tuple(flat.shape)}"
-            )
 
     def predict_proba(
         self, s: int, X: Tensor, model: Literal["private", "proxy"] = "private"

@@ -33,13 +33,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._tags import ClassifierTags, RegressorTags, Tags
 from sklearn.utils.validation import check_is_fitted
 
-from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.errors import DataValidationError, SchemaMismatchError
 from pubsubml.methods.outputs import (
     FUSION_MODELS,
     OWN_MODELS,
     SELECTION_METRICS,
+    OwnModel,
     Runner,
     align_outputs,
+    candidate_ids,
+    encode_targets,
     model_features,
     run_models,
 )
@@ -217,8 +220,9 @@ class Customizer(BaseEstimator):
             if spec not in OWN_MODELS:
                 raise ValueError(f"unknown own_model {spec!r}; choose one of {sorted(OWN_MODELS)}")
             est = OWN_MODELS[spec](self.task, self.schema, list(X.columns), seed)
-            with warnings.catch_warnings():  # Table 4 trains a fixed 30 epochs, on purpose
+            with warnings.catch_warnings():  # Table 4: a fixed 30 epochs of minibatches of 100
                 warnings.simplefilter("ignore", ConvergenceWarning)
+                warnings.filterwarnings("ignore", message="Got `batch_size`", category=UserWarning)
                 return est.fit(X, y)
         est = clone(spec)
         if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
@@ -247,6 +251,8 @@ class Customizer(BaseEstimator):
         if len(X) == 0:
             raise DataValidationError("X has no rows")
         frame = X.set_axis([str(c) for c in X.columns], axis=1)
+        if self.schema is not None and not isinstance(self.schema, FeatureSchema):
+            raise TypeError(f"schema must be a FeatureSchema or None, got {type(self.schema)}")
         if self.schema is not None:
             unknown = [c for c in frame.columns if c not in self.schema]
             if unknown:
@@ -265,8 +271,8 @@ class Customizer(BaseEstimator):
         method = "predict_proba" if self.task == "classification" else "predict"
         extended = self._extend(frame, models)
         # M^s runs directly; the subscribed models go through the runner (if any) together.
-        own = [i for i, m in enumerate(models) if isinstance(m, _OwnModel)]
-        rest = [i for i in range(len(models)) if i not in set(own)]
+        own = [i for i, m in enumerate(models) if isinstance(m, OwnModel)]
+        rest = [i for i, m in enumerate(models) if not isinstance(m, OwnModel)]
         out: list[np.ndarray] = [np.empty(0)] * len(models)
         for i, o in zip(own, run_models([models[i] for i in own], extended, method), strict=True):
             out[i] = o
@@ -294,7 +300,7 @@ class Customizer(BaseEstimator):
         y_arr = np.asarray(y).reshape(-1)
         if len(y_arr) != len(frame):
             raise DataValidationError(f"y has {len(y_arr)} values for {len(frame)} rows")
-        classes, target = self._targets(y_arr)
+        classes, target = encode_targets(y_arr, self.task, self.classes)
         metric_name = self.selection_metric or (
             "accuracy" if self.task == "classification" else "mse"
         )
@@ -308,7 +314,7 @@ class Customizer(BaseEstimator):
         if self.top_m is not None and (isinstance(self.top_m, bool) or int(self.top_m) < 1):
             raise ValueError(f"top_m must be a positive integer or None, got {self.top_m!r}")
         published = list(self.models or [])
-        ids = self._ids(published)
+        ids = candidate_ids(published, self.model_ids, reserved=OWN_ID)
 
         rs = check_random_state(self.random_state)
         split_seed, own_seed, fusion_seed = (int(s) for s in rs.randint(0, 2**31 - 1, size=3))
@@ -319,7 +325,7 @@ class Customizer(BaseEstimator):
         own = None
         if has_own:
             own = self._fit_own(frame.iloc[tra], y_arr[tra], own_seed)
-        candidates = ([_OwnModel(own, list(frame.columns))] if has_own else []) + published
+        candidates = ([OwnModel(own, list(frame.columns))] if has_own else []) + published
         if not candidates:
             raise ValueError("nothing to customize: no subscribed models and no own model")
         cand_ids = ([OWN_ID] if has_own else []) + ids
@@ -334,8 +340,7 @@ class Customizer(BaseEstimator):
         ]
         t2 = time.perf_counter()
         timings["outputs"] = t2 - t1
-        y_cus = y_arr[cus]
-        scores = np.array([metric.score(y_cus, o, classes) for o in outputs])
+        scores = metric.score(target[cus], np.stack(outputs))
         key = -scores if metric.greater_is_better else scores
         order = np.argsort(np.where(np.isnan(key), np.inf, key), kind="stable")
         m = len(candidates) if self.top_m is None else min(int(self.top_m), len(candidates))
@@ -376,39 +381,6 @@ class Customizer(BaseEstimator):
         self.fusion_model_ = fusion
         self.fit_timings_ = timings
         return self
-
-    def _targets(self, y: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
-        if self.task == "regression":
-            try:
-                t = y.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise DataValidationError(f"regression targets must be numeric: {exc}") from exc
-            if not np.all(np.isfinite(t)):
-                raise DataValidationError("y contains NaN or infinite values")
-            return None, t
-        if pd.isna(y).any():
-            raise LabelError("y contains missing labels")
-        classes = np.unique(y) if self.classes is None else np.asarray(list(self.classes))
-        if len(classes) < 2 or len(set(classes.tolist())) != len(classes):
-            raise LabelError(f"need at least two distinct classes, got {classes.tolist()}")
-        index = {c: i for i, c in enumerate(classes.tolist())}
-        unknown = {v for v in y.tolist() if v not in index}
-        if unknown:
-            raise LabelError(
-                f"labels {sorted(map(str, unknown))} are not in classes {classes.tolist()}"
-            )
-        return classes, np.fromiter((index[v] for v in y.tolist()), np.int64, count=len(y))
-
-    def _ids(self, models: Sequence[Any]) -> list[str]:
-        if self.model_ids is not None:
-            ids = [str(i) for i in self.model_ids]
-            if len(ids) != len(models):
-                raise ValueError(f"{len(ids)} model_ids for {len(models)} models")
-        else:
-            ids = [str(getattr(m, "model_id", None) or f"m{i}") for i, m in enumerate(models)]
-        if len(set(ids)) != len(ids) or OWN_ID in ids:
-            raise ValueError(f"model ids must be unique and differ from {OWN_ID!r}")
-        return ids
 
     def meta_features(self, X: pd.DataFrame) -> np.ndarray:
         """m(x) of Eq. 2 for new rows: the selected models' outputs, concatenated.
@@ -466,18 +438,3 @@ class Customizer(BaseEstimator):
         if self.task == "classification":
             return float(accuracy_score(y, pred, sample_weight=sample_weight))
         return float(r2_score(y, pred, sample_weight=sample_weight))
-
-
-class _OwnModel:
-    """M^s seen as a black box like any subscribed model: its features and its outputs."""
-
-    def __init__(self, estimator: Any, features: list[str]) -> None:
-        self.estimator = estimator
-        self.input_features = features
-        self.classes = getattr(estimator, "classes_", None)
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.estimator.predict_proba(X[self.input_features]))
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return np.asarray(self.estimator.predict(X[self.input_features]))

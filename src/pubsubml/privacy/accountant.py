@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -108,10 +109,8 @@ def _params(event: DPEvent) -> tuple[str, float, float, float, float]:
 
 
 def _group(events: Sequence[DPEvent]) -> tuple[DPEvent, ...]:
-    """Merge events that differ only in ``count`` and sort them (composition is commutative).
-
-    The canonical order makes ε independent of the order events are listed in, to the last bit.
-    """
+    """Merge events that differ only in ``count`` into their first occurrence (composition is
+    commutative); the order of first occurrence is kept, so appending an event extends the key."""
     counts: dict[tuple[str, float, float, float, float], tuple[DPEvent, int]] = {}
     for event in events:
         if not isinstance(event, DPEvent):
@@ -121,7 +120,7 @@ def _group(events: Sequence[DPEvent]) -> tuple[DPEvent, ...]:
         counts[key] = (first, n + event.count)
     return tuple(
         event if event.count == n else event.model_copy(update={"count": n})
-        for _, (event, n) in sorted(counts.items(), key=lambda item: item[0])
+        for event, n in counts.values()
     )
 
 
@@ -174,15 +173,11 @@ def _nice_interval(epsilon_hint: float, resolution: float) -> float:
     return float(f"1e{exponent}")  # pragma: no cover - 1·10^e <= wanted always holds
 
 
-@functools.lru_cache(maxsize=64)
-def _event_pld(event: DPEvent, interval: float) -> pld_lib.PrivacyLossDistribution:
-    """The PLD of one event, built exactly as dp-accounting's ``PLDAccountant`` builds it."""
+@functools.lru_cache(maxsize=16)
+def _single_pld(event: DPEvent, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of one run (``count`` ignored) of a non-Gaussian event, as ``PLDAccountant``
+    builds it.  Building it is the costly part, so it is cached apart from the self-composition."""
     sigma = float(event.noise_multiplier or 0.0)
-    if event.mechanism == "gaussian":  # Gaussian self-composition is a Gaussian with σ/√count.
-        return pld_lib.from_gaussian_mechanism(
-            standard_deviation=sigma / math.sqrt(event.count),
-            value_discretization_interval=interval,
-        )
     builders: dict[str, Callable[[], pld_lib.PrivacyLossDistribution]] = {
         "subsampled_gaussian": lambda: pld_lib.from_gaussian_mechanism(
             standard_deviation=sigma,
@@ -197,15 +192,46 @@ def _event_pld(event: DPEvent, interval: float) -> pld_lib.PrivacyLossDistributi
             value_discretization_interval=interval,
         ),
     }
-    return builders[event.mechanism]().self_compose(event.count)
+    return builders[event.mechanism]()
+
+
+def _event_pld(event: DPEvent, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of an event self-composed ``count`` times, exactly as ``PLDAccountant`` does it."""
+    if event.mechanism == "gaussian":  # Gaussian self-composition is a Gaussian with σ/√count.
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=float(event.noise_multiplier or 0.0) / math.sqrt(event.count),
+            value_discretization_interval=interval,
+        )
+    return _single_pld(event.model_copy(update={"count": 1}), interval).self_compose(event.count)
+
+
+_PrefixKey = tuple[tuple[DPEvent, ...], float]
+_PREFIXES: OrderedDict[_PrefixKey, pld_lib.PrivacyLossDistribution] = OrderedDict()
+_MAX_PREFIXES = 32
+
+
+def _composed_pld(events: tuple[DPEvent, ...], interval: float) -> pld_lib.PrivacyLossDistribution:
+    """identity ∘ PLD(e₁) ∘ … ∘ PLD(eₖ), as ``PLDAccountant`` composes, resuming from the longest
+    cached prefix: a ledger that appends a release composes one PLD, not all of them again."""
+    start, composed = 0, pld_lib.identity(value_discretization_interval=interval)
+    for k in range(len(events), 0, -1):
+        hit = _PREFIXES.get((events[:k], interval))
+        if hit is not None:
+            _PREFIXES.move_to_end((events[:k], interval))
+            start, composed = k, hit
+            break
+    for k in range(start, len(events)):
+        composed = composed.compose(_event_pld(events[k], interval))
+        if k >= len(events) - 2:  # keep the whole key and the key less its last group
+            _PREFIXES[(events[: k + 1], interval)] = composed
+    while len(_PREFIXES) > _MAX_PREFIXES:
+        _PREFIXES.popitem(last=False)
+    return composed
 
 
 def _pld_epsilon(events: tuple[DPEvent, ...], delta: float, interval: float) -> float:
     """PLD ε at δ of the composition of ``events`` on a grid of step ``interval``."""
-    composed = pld_lib.identity(value_discretization_interval=interval)
-    for event in events:
-        composed = composed.compose(_event_pld(event, interval))
-    return float(composed.get_epsilon_for_delta(delta))
+    return float(_composed_pld(events, interval).get_epsilon_for_delta(delta))
 
 
 def pld_discretization_interval(events: Sequence[DPEvent], delta: float) -> float:
@@ -220,12 +246,14 @@ def pld_discretization_interval(events: Sequence[DPEvent], delta: float) -> floa
     dp-accounting rounds the privacy loss pessimistically, so every Δ yields an upper bound on the
     true ε; a finer grid only tightens it.  Its default Δ = 1e-4 is an absolute step: at small ε
     and many compositions it overstates ε by up to ~0.2% (ε = 0.25 after 15 000 DP-SGD steps at
-    q = 0.002).  Scaling Δ with ε keeps the overstatement near 2e-4·ε or below at a cost that
-    hardly depends on ε, since the PLD's support shrinks with ε too.
+    q = 0.002).  Scaling Δ with ε kept the overstatement at or below 2e-4 of ε in every setting
+    measured (q = 0.2 × 150 steps and q = 0.002 × 15 000 steps, ε from 0.25 to 4, against a grid
+    ten times finer).  The price: building a PLD costs about 1/Δ, so for ε̂ < 1 it costs up to
+    1/ε̂ times (at most 100 times) what dp-accounting's default grid costs.
 
     Examples
     --------
-    >>> e = DPEvent(mechanism="gaussian", noise_multiplier=20.0)
+    >>> e = DPEvent(mechanism="gaussian", noise_multiplier=10.0)
     >>> pld_discretization_interval([e], 1e-5)
     2e-05
     """

@@ -10,7 +10,7 @@ evaluations last:
 1. an RDP bound over integer orders (closed form, milliseconds) gives an upper σ;
 2. PLDs on grids 100× then 10× coarser than the reporting one (cheap, pessimistic) bring σ within
    about 1% of the answer;
-3. a safeguarded secant on the reporting accountant itself finishes, usually in two or three
+3. a safeguarded secant on the reporting accountant itself finishes, usually in one or two
    evaluations, and accepts only a σ whose reported ε is ≤ ε* and within 0.3% of it (or a σ
    bracket 0.2% wide).
 
@@ -95,31 +95,30 @@ def _solve(
     gtol: float,
 ) -> tuple[float, float]:
     """Illinois regula falsi in (ln σ, g) until the bracket is ``rtol`` wide or the feasible end
-    ``hi`` has -gtol <= g(hi) <= 0; returns ``hi`` and a slope estimate d g / d ln σ (< 0)."""
+    ``hi`` has -gtol <= g(hi) <= 0; returns ``hi`` and the slope d g / d ln σ (< 0) there."""
     lo, g_lo, hi, g_hi = bracket
     x_lo, x_hi = math.log(lo), math.log(hi)
+    w_lo, w_hi = g_lo, g_hi  # Illinois-weighted copies of the true end values g_lo, g_hi
     side = 0
-    slope = -1.0
     for _ in range(60):
         if x_hi - x_lo <= rtol or -gtol <= g_hi <= 0.0:
             break
-        if math.isfinite(g_lo) and math.isfinite(g_hi) and g_lo != g_hi:
-            slope = (g_hi - g_lo) / (x_hi - x_lo)
-            x = x_hi - g_hi / slope
+        if math.isfinite(w_lo) and math.isfinite(w_hi) and w_lo != w_hi:
+            x = x_hi - w_hi * (x_hi - x_lo) / (w_hi - w_lo)
             x = min(max(x, x_lo + 0.01 * (x_hi - x_lo)), x_hi - 0.01 * (x_hi - x_lo))
         else:
             x = 0.5 * (x_lo + x_hi)
         g = gap(math.exp(x))
         if g > 0.0:
-            x_lo, g_lo = x, g
-            if side == -1 and math.isfinite(g_hi):
-                g_hi *= 0.5
+            x_lo, g_lo, w_lo = x, g, g
+            w_hi = w_hi * 0.5 if side == -1 else w_hi
             side = -1
         else:
-            x_hi, g_hi = x, g
-            if side == 1 and math.isfinite(g_lo):
-                g_lo *= 0.5
+            x_hi, g_hi, w_hi = x, g, g
+            w_lo = w_lo * 0.5 if side == 1 else w_lo
             side = 1
+    finite = math.isfinite(g_lo) and math.isfinite(g_hi) and x_hi > x_lo
+    slope = (g_hi - g_lo) / (x_hi - x_lo) if finite else -1.0
     return math.exp(x_hi), min(slope, -1e-3)
 
 

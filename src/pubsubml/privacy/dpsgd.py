@@ -24,6 +24,19 @@ the initial weights (:func:`init_mlp`), then per step the Poisson draws ``rand(n
 size, sample rate, step count, noise and optimizer state; torch's Adam and SGD are elementwise, so
 the stacked optimizer is exactly ``S`` independent ones.
 
+Notes
+-----
+The guarantee holds for what :class:`TrainResult` reports (steps, sample rate, σ, C) and for
+add/remove-one neighbours; compute ε from :attr:`TrainResult.events`.  Poisson draws and noise come
+from ``torch.Generator`` (a pseudo-random generator seeded by the caller), as in Opacus without
+``secure_mode``, and the float32 Gaussian noise is not hardened against floating-point attacks:
+appropriate for simulation and research; a deployment facing an adversary who can observe or
+reconstruct the seed needs a cryptographically secure source.
+
+Speed: the fast path runs small batched matmuls; on a machine whose cores are shared with other
+processes, one intra-op thread (``torch.set_num_threads(1)``) is often much faster than several,
+because idle OpenMP workers compete for the cores (see ``benchmarks/RESULTS.md``).
+
 References
 ----------
 pubsub-ml.txt §7.2 (Table 4 networks) and §8 (DP-SGD); Abadi et al., "Deep learning with
@@ -497,8 +510,18 @@ class MLPStack:
                 raise ValueError(
                     f"layer {i}: weight {tuple(w.shape)} and bias {tuple(b.shape)} do not chain"
                 )
-        self.weights = [w.detach().to(torch.float32).contiguous() for w in weights]
-        self.biases = [b.detach().to(torch.float32).contiguous() for b in biases]
+        self._shapes = [
+            tuple(t.shape[1:]) for pair in zip(weights, biases, strict=True) for t in pair
+        ]
+        #: All parameters of each site in one row, (S, P): the optimizer and the noise act on it
+        #: in single operations; ``weights`` and ``biases`` are views into it.
+        self.flat = torch.empty(S, sum(math.prod(shape) for shape in self._shapes))
+        views = self._views(self.flat)
+        for view, t in zip(
+            views, (t for pair in zip(weights, biases, strict=True) for t in pair), strict=True
+        ):
+            view.copy_(t.detach())
+        self.weights, self.biases = views[0::2], views[1::2]
         self.activation = activation
 
     @property
@@ -510,6 +533,13 @@ class MLPStack:
     def layer_sizes(self) -> tuple[int, ...]:
         """(n_inputs, hidden…, n_outputs)."""
         return (int(self.weights[0].shape[2]), *(int(w.shape[1]) for w in self.weights))
+
+    def _views(self, flat: Tensor) -> list[Tensor]:
+        """Per-parameter views (S, *shape) of a flat (S, P) tensor, in :meth:`parameters` order."""
+        sizes = [math.prod(shape) for shape in self._shapes]
+        return [
+            c.view(-1, *shape) for c, shape in zip(flat.split(sizes, 1), self._shapes, strict=True)
+        ]
 
     def parameters(self) -> list[Tensor]:
         """Stacked parameters in ``nn.Sequential.parameters()`` order: W0, b0, W1, b1, …"""
@@ -618,6 +648,7 @@ class MLPStack:
         loss: str | Loss,
         max_grad_norm: Tensor | None,
         scratch: _Scratch | None = None,
+        out: Tensor | None = None,
     ) -> tuple[list[Tensor], Tensor]:
         """Sum over samples of per-sample gradients clipped to ``max_grad_norm`` (ghost clipping).
 
@@ -630,10 +661,15 @@ class MLPStack:
         loss : str or Loss
         max_grad_norm : Tensor of shape (S,) or None
             Per-site C; ``None`` sums the unclipped gradients.
+        scratch : optional
+            Reused buffers (internal).
+        out : Tensor of shape (S, P), optional
+            Flat gradient buffer, laid out as :attr:`flat`, to write into.
 
         Returns
         -------
         grads : list of Tensor of shape (S, *param.shape), in :meth:`parameters` order
+            Views into ``out`` (or into a new flat tensor).
         norms : Tensor of shape (S, b), per-sample gradient norms before clipping (0 if not valid)
         """
         A, G = self._layer_grads(X, y, valid, _loss(loss), scratch)
@@ -645,11 +681,10 @@ class MLPStack:
         if max_grad_norm is not None:
             factor = (max_grad_norm.unsqueeze(1) / (norms + _CLIP_EPS)).clamp_(max=1.0)
             G = [g.mul_(factor.unsqueeze(-1)) for g in G]
-        grads = []
+        grads = self._views(torch.empty_like(self.flat) if out is None else out)
         for i, (a, g) in enumerate(zip(A, G, strict=True)):
-            w_shape = (X.shape[0], g.shape[2], a.shape[2])
-            grads.append(torch.bmm(g.transpose(1, 2), a, out=_buffer(scratch, f"dw{i}", w_shape)))
-            grads.append(torch.sum(g, 1, out=_buffer(scratch, f"db{i}", g[:, 0].shape)))
+            torch.bmm(g.transpose(1, 2), a, out=grads[2 * i])
+            torch.sum(g, 1, out=grads[2 * i + 1])
         return grads, norms
 
 
@@ -776,9 +811,7 @@ def train_dp_stacked(
     X_pad, y_pad, ns = _pad(Xs, ys)
     qs = [c.sample_rate_for(n) for c, n in zip(cfgs, ns, strict=True)]
     steps = [c.steps_for(n) for c, n in zip(cfgs, ns, strict=True)]
-    opt = _StackedOptimizer(
-        stack.parameters(), cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs])
-    )
+    opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
     run = _run_private if cfgs[0].private else _run_minibatch
     sizes = run(stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, _loss(loss))
     private = cfgs[0].private
@@ -796,11 +829,6 @@ def train_dp_stacked(
     ]
 
 
-def _per_site(values: Sequence[float] | Tensor, like: Tensor) -> Tensor:
-    """Per-site values shaped to broadcast over a stacked tensor ``like`` (S, ...)."""
-    return torch.as_tensor(values, dtype=torch.float32).view((-1,) + (1,) * (like.dim() - 1))
-
-
 def _run_private(
     stack: MLPStack,
     opt: _StackedOptimizer,
@@ -814,13 +842,12 @@ def _run_private(
     loss: Loss,
 ) -> Tensor:
     S, scratch = len(ns), _Scratch()
-    numels = [p[0].numel() for p in stack.parameters()]
     q = torch.tensor(qs, dtype=torch.float32)
     clip = torch.tensor([c.max_grad_norm for c in cfgs], dtype=torch.float32)
     noise_std = torch.tensor([c.noise_multiplier for c in cfgs], dtype=torch.float32) * clip
     expected = q * torch.tensor(ns, dtype=torch.float32)
     uniforms = torch.full((S, X_pad.shape[1]), 2.0)  # padding keeps 2.0: never sampled
-    noise = torch.empty(S, sum(numels))
+    noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
     sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
     sizes = torch.zeros(max(steps), S, dtype=torch.long)
     for t in range(max(steps)):
@@ -830,15 +857,13 @@ def _run_private(
             torch.rand(ns[s], generator=generators[s], out=uniforms[s, : ns[s]])
         idx, valid = _batch_index((uniforms < q.unsqueeze(1)) & active.unsqueeze(1))
         sizes[t] = valid.sum(1)
-        grads, _ = stack.clipped_gradient_sum(
-            X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch
+        stack.clipped_gradient_sum(
+            X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch, out=grad
         )
         for s in running:
             torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
-        noise.mul_(noise_std.unsqueeze(1))
-        for g, z in zip(grads, noise.split(numels, dim=1), strict=True):
-            g.add_(z.view_as(g)).div_(_per_site(expected, g))
-        opt.step(grads, active)
+        grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))
+        opt.step([grad], active)
     return sizes
 
 
@@ -861,6 +886,7 @@ def _run_minibatch(
     n_t, sites = torch.tensor(ns).unsqueeze(1), torch.arange(S)
     perm = torch.zeros(S, n_max, dtype=torch.long)
     sizes, done = torch.zeros(max(steps), S, dtype=torch.long), torch.zeros(S, dtype=torch.long)
+    grad = torch.empty_like(stack.flat)
     for epoch in range(int(epochs.max())):
         training = epochs > epoch
         for s in training.nonzero().squeeze(1).tolist():
@@ -871,11 +897,11 @@ def _run_minibatch(
             valid = (pos < n_t) & (pos < (k + 1) * batch) & active.unsqueeze(1)
             idx = perm[sites.unsqueeze(1), pos.clamp(max=n_max - 1)]
             rows = sites.unsqueeze(1), idx
-            grads, _ = stack.clipped_gradient_sum(
-                X_pad[rows], y_pad[rows], valid, loss, None, scratch
+            stack.clipped_gradient_sum(
+                X_pad[rows], y_pad[rows], valid, loss, None, scratch, out=grad
             )
             count = valid.sum(1)
             sizes[done[active], sites[active]] = count[active]
             done += active
-            opt.step([g.div_(_per_site(count.clamp(min=1), g)) for g in grads], active)
+            opt.step([grad.div_(count.clamp(min=1).unsqueeze(1))], active)
     return sizes

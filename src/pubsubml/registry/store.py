@@ -1,10 +1,11 @@
 """The local artifact store: published weights as files, written atomically.
 
 A publish writes the weights to ``tmp/<key>.part`` and fsyncs it (:meth:`ArtifactStore.stage`),
-then, inside the database transaction that records the model, renames it to
-``objects/<key[:2]>/<key>`` and fsyncs the directory (:meth:`ArtifactStore.promote`) just before
-the commit.  A committed model row therefore always has its file; a crash can only leave files
-that no row references, which :meth:`ArtifactStore.collect_orphans` removes at start-up.
+renames it to ``objects/<key[:2]>/<key>`` and fsyncs the directory (:meth:`ArtifactStore.promote`),
+and only then commits the database transaction that records the model.  Every key is new (a
+random UUID), so no two publishes ever touch the same file.  A committed model row therefore
+always has its file; a crash can only leave files that no row references, which
+:meth:`ArtifactStore.collect_orphans` removes at start-up.
 """
 
 from __future__ import annotations
@@ -99,7 +100,6 @@ class ArtifactStore:
         os.replace(staged.tmp_path, staged.final_path)
         staged.promoted = True
         _fsync_dir(staged.final_path.parent)
-        _fsync_dir(self.tmp)
 
     def discard(self, staged: StagedArtifact) -> None:
         """Remove a staged (or promoted but never committed) file."""
@@ -132,27 +132,32 @@ class ArtifactStore:
     ) -> OrphanReport:
         """Delete objects no committed row references and stale temporary files.
 
-        Run it while holding the feed lock (no publish can be between its rename and its commit).
-
         Parameters
         ----------
         referenced : iterable of str
-            Storage keys of committed models.
+            Storage keys of committed models (read before calling).
         grace_seconds : float, default=0
-            Temporary files younger than this are kept (uploads in progress on other replicas).
+            Files younger than this are kept: they may belong to a publish still in progress on
+            another replica sharing the store.  0 is right for a single registry process at
+            start-up, when no publish of its own is in progress.
         """
         report = OrphanReport()
         wanted = set(referenced)
-        for key in sorted(self.keys() - wanted):
-            self.path(key).unlink(missing_ok=True)
-            report.removed_objects.append(key)
         now = time.time()
-        for p in self.tmp_files():
+
+        def stale(p: Path) -> bool:
             try:
-                if now - p.stat().st_mtime >= grace_seconds:
-                    p.unlink()
-                    report.removed_tmp.append(p.name)
+                return now - p.stat().st_mtime >= grace_seconds
             except FileNotFoundError:  # pragma: no cover - removed concurrently
-                continue
+                return False
+
+        for key in sorted(self.keys() - wanted):
+            if stale(self.path(key)):
+                self.path(key).unlink(missing_ok=True)
+                report.removed_objects.append(key)
+        for p in self.tmp_files():
+            if stale(p):
+                p.unlink(missing_ok=True)
+                report.removed_tmp.append(p.name)
         report.missing = sorted(wanted - self.keys())
         return report

@@ -7,14 +7,16 @@ Every resource lives on ``app.state.registry`` (a :class:`RegistryState` built b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from pubsubml.errors import PermissionDeniedError
-from pubsubml.registry.auth import Principal
+from pubsubml.registry.auth import Principal, hash_token
 from pubsubml.registry.database import Database
 from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.sites import authenticate
@@ -39,16 +41,19 @@ __all__ = [
 ]
 
 _bearer = HTTPBearer(auto_error=False, description="A site token or the admin token.")
+_PRINCIPAL_TTL = 5.0
+_PRINCIPAL_CACHE_SIZE = 10_000
 
 
 @dataclass
 class RegistryState:
-    """What one registry process holds: settings, database, store and the feed notifier."""
+    """What one registry process holds: settings, database, store, feed notifier, auth cache."""
 
     settings: RegistrySettings
     database: Database
     store: ArtifactStore
     notifier: FeedNotifier
+    principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
 
 
 def get_state(request: Request) -> RegistryState:
@@ -86,15 +91,34 @@ StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 NotifierDep = Annotated[FeedNotifier, Depends(get_notifier)]
 
 
-def get_principal(
-    db: DatabaseDep,
-    settings: SettingsDep,
+def _lookup(db: Database, token: str | None, admin_token: str) -> Principal:
+    with db.read() as session:
+        return authenticate(session, token, admin_token)
+
+
+async def get_principal(
+    state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The authenticated caller (HTTP 401 without a valid bearer token)."""
+    """The authenticated caller (HTTP 401 without a valid bearer token).
+
+    Resolved principals are cached per token digest for a few seconds (sites are never renamed
+    or deleted, so the cache can only delay nothing but a lookup).
+    """
     token = credentials.credentials if credentials is not None else None
-    with db.read() as session:
-        return authenticate(session, token, settings.admin_token.get_secret_value())
+    key = hash_token(token) if token else None
+    if key is not None:
+        cached = state.principals.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+    principal = await run_in_threadpool(
+        _lookup, state.database, token, state.settings.admin_token.get_secret_value()
+    )
+    if key is not None:
+        if len(state.principals) > _PRINCIPAL_CACHE_SIZE:
+            state.principals.clear()
+        state.principals[key] = (time.monotonic() + _PRINCIPAL_TTL, principal)
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

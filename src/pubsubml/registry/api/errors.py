@@ -46,7 +46,7 @@ ERROR_CODES: tuple[tuple[type[PubsubmlError], int, str], ...] = (
     (PermissionDeniedError, 403, "forbidden"),
     (NotFoundError, 404, "not_found"),
     (PrivacyBudgetExceededError, 409, "budget_exceeded"),
-    (DuplicateReleaseError, 409, "conflict"),
+    (DuplicateReleaseError, 409, "duplicate_release"),
     (ConflictError, 409, "conflict"),
     (PayloadTooLargeError, 413, "payload_too_large"),
     (DigestMismatchError, 422, "digest_mismatch"),
@@ -81,7 +81,7 @@ def _summary(errors: list[Any]) -> str:
     parts = []
     for e in errors[:5]:
         loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
-        parts.append(f"{loc or 'request'}: {e.get('msg', '')}")
+        parts.append(f"{loc}: {e.get('msg', '')}" if loc else str(e.get("msg", "")))
     return "invalid request: " + "; ".join(parts)
 
 
@@ -106,8 +106,16 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
+    log.error("unexpected error", exc_info=exc)
+    return error_response(
+        500, "internal_error", f"internal error ({type(exc).__name__}); nothing was changed"
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
+    app.add_exception_handler(Exception, _unexpected_error)
     app.add_exception_handler(PubsubmlError, _pubsubml_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(ValidationError, _request_validation_error)

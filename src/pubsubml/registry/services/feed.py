@@ -172,9 +172,12 @@ class FeedWriter:
 
 
 def read_deliveries(
-    session: Session, subscription_id: str, *, after: int, limit: int
+    session: Session, subscription_id: str, *, after: int, limit: int, site_id: int | None = None
 ) -> list[tuple[int, str, str]]:
-    """Committed deliveries of a subscription with cursor > ``after``: (cursor, model id, card JSON)."""
+    """Committed deliveries of a subscription with cursor > ``after``: (cursor, model id, card JSON).
+
+    With ``site_id``, only if the subscription belongs to that site (else nothing).
+    """
     stmt = (
         select(DeliveryRow.cursor, DeliveryRow.model_id, ModelRow.card_json)
         .join(ModelRow, ModelRow.id == DeliveryRow.model_id)
@@ -182,6 +185,15 @@ def read_deliveries(
         .order_by(DeliveryRow.cursor)
         .limit(limit)
     )
+    if site_id is not None:
+        stmt = stmt.where(
+            exists().where(
+                and_(
+                    SubscriptionRow.id == DeliveryRow.subscription_id,
+                    SubscriptionRow.site_id == site_id,
+                )
+            )
+        )
     return [(int(c), m, j) for c, m, j in session.execute(stmt).all()]
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
+from pubsubml.errors import PrivacyBudgetExceededError
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import Principal
@@ -21,7 +22,14 @@ from pubsubml.registry.schemas import LedgerPublic, ReleasePublic
 from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.tables import LedgerEntryRow, SiteRow
 
-__all__ = ["build_ledger", "count_releases", "ledger_row", "read_ledger", "release_of_card"]
+__all__ = [
+    "build_ledger",
+    "charge",
+    "count_releases",
+    "ledger_row",
+    "read_ledger",
+    "release_of_card",
+]
 
 
 def release_of_card(card: ModelCard) -> Release:
@@ -61,14 +69,46 @@ def count_releases(session: Session, site_id: int) -> int:
     return int(session.execute(stmt).scalar_one())
 
 
-def build_ledger(session: Session, site: SiteRow) -> PrivacyLedger:
+def build_ledger(session: Session, site: SiteRow, *, backend: str = "pld") -> PrivacyLedger:
     """The site's ledger as stored (releases in charge order)."""
     return PrivacyLedger(
         site=site.name,
         epsilon_budget=site.epsilon_budget,
         delta=site.delta_budget,
+        backend=backend,
         releases=[_release_of_row(r) for r in _rows(session, site.id)],
     )
+
+
+def charge(session: Session, site: SiteRow, release: Release) -> int:
+    """Check that ``release`` fits the site's budget; returns the number of earlier releases.
+
+    The RDP accountant answers first: its ε is an upper bound of the true ε, so a release it
+    accepts is within budget, and it costs a fraction of the PLD accountant.  Only when RDP says
+    "over budget" does the tight PLD accountant decide (DESIGN.md: PLD tight, RDP the fast
+    conservative check).  Nothing is written.
+
+    Raises
+    ------
+    PrivacyBudgetExceededError
+        The PLD accountant puts the site over its budget with this release.
+    """
+    releases = [_release_of_row(r) for r in _rows(session, site.id)]
+
+    def ledger(backend: str) -> PrivacyLedger:
+        return PrivacyLedger(
+            site=site.name,
+            epsilon_budget=site.epsilon_budget,
+            delta=site.delta_budget,
+            backend=backend,
+            releases=list(releases),
+        )
+
+    try:
+        ledger("rdp").charge(release)
+    except PrivacyBudgetExceededError:
+        ledger("pld").charge(release)
+    return len(releases)
 
 
 def ledger_row(

@@ -1,8 +1,9 @@
 """Start-up consistency between the database and the artifact store.
 
-A publish renames its file into the store inside the transaction that records the model, while
-holding the feed lock.  Collecting orphans while holding the same lock therefore never races a
-publish: every file without a committed row is debris of an interrupted publish and is removed.
+A publish renames its file into the store before committing the row that references it, so a
+crash can leave a file without a row, never a row without a file.  At start-up every such file
+is removed (files younger than ``orphan_grace_seconds`` are kept, for registries whose store is
+shared with other replicas that may be publishing), and rows whose file is missing are reported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import logging
 from sqlalchemy import select
 
 from pubsubml.registry.database import Database
-from pubsubml.registry.services.feed import FeedWriter
 from pubsubml.registry.store import ArtifactStore, OrphanReport
 from pubsubml.registry.tables import ModelRow
 
@@ -25,10 +25,9 @@ def collect_orphans(
     db: Database, store: ArtifactStore, *, grace_seconds: float = 0.0
 ) -> OrphanReport:
     """Remove store files that no committed model references; report rows missing their file."""
-    with db.write() as session:
-        FeedWriter(session)  # hold the feed lock: no publish is between its rename and its commit
+    with db.read() as session:
         referenced = set(session.execute(select(ModelRow.storage_key)).scalars())
-        report = store.collect_orphans(referenced, grace_seconds=grace_seconds)
+    report = store.collect_orphans(referenced, grace_seconds=grace_seconds)
     if report.removed_objects or report.removed_tmp:
         log.warning(
             "removed %d orphan artifact(s) and %d temporary file(s) left by interrupted publishes",

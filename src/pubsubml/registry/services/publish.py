@@ -5,11 +5,12 @@ pydantic), the publisher (a site publishes only as itself), the SHA-256 of the w
 Ed25519 signature against the site's registered key, the safe loader of the weights format
 (no pickle, no ONNX external data, no unknown op domain), the feature dictionary, ε recomputed
 by the PLD accountant from the card's DP events (a card may not claim less), and a trial charge
-of the site's ledger.  :func:`commit_publication` then stages the weights in a temporary file
-(fsync), and in ONE transaction holding the feed lock re-checks idempotency and the ledger,
-inserts the model, its ledger entry, the ``model.published`` event and one delivery per matching
-subscription, renames the file into the store and commits.  If anything fails, nothing is
-visible and the file is removed (or collected at the next start).
+of the site's ledger (RDP first, PLD when RDP is not enough).  :func:`commit_publication` then
+writes the weights to a temporary file, fsyncs it, renames it into the store under a fresh key
+(fsync of the directory), and in ONE transaction holding the feed lock re-checks idempotency and
+the ledger, inserts the model, its ledger entry, the ``model.published`` event and one delivery
+per matching subscription, and commits.  The file is invisible until that commit; if anything
+fails, the transaction is rolled back and the file removed (or collected at the next start).
 
 References
 ----------
@@ -41,14 +42,14 @@ from pubsubml.errors import (
     PubsubmlError,
     SignatureError,
 )
-from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.privacy.ledger import Release
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, check_site_name
 from pubsubml.registry.services.features import check_against_dictionary
 from pubsubml.registry.services.feed import FeedWriter, SubscriptionMatch
 from pubsubml.registry.services.ledger import (
-    build_ledger,
+    charge,
     count_releases,
     ledger_row,
     release_of_card,
@@ -224,8 +225,7 @@ def prepare_publication(
     epsilon = _recompute_epsilon(card)
     visible = _visible_ids(session, visible_to)
     release = release_of_card(card)
-    ledger = build_ledger(session, site)
-    ledger.charge(release)
+    ledger_size = charge(session, site, release)
     return Publication(
         card=card,
         card_json=card.to_json(),
@@ -234,7 +234,7 @@ def prepare_publication(
         release=release,
         site_id=site.id,
         visible_to=visible,
-        ledger_size=len(ledger.releases) - 1,
+        ledger_size=ledger_size,
     )
 
 
@@ -323,7 +323,7 @@ def _is_committed(db: Database, storage_key: str) -> bool:
 def commit_publication(
     db: Database, store: ArtifactStore, principal: Principal, pub: Publication
 ) -> ModelPublic:
-    """Stage the weights, then commit model, ledger entry, event and deliveries atomically.
+    """Store the weights durably, then commit model, ledger entry, event and deliveries at once.
 
     Raises
     ------
@@ -335,6 +335,7 @@ def commit_publication(
     staged = store.stage(pub.weights)
     created = False
     try:
+        store.promote(staged)  # durable before the commit; invisible until a row references it
         with db.write() as session:
             writer = FeedWriter(session)
             if session.get(ModelRow, pub.card.model_id) is None:
@@ -349,11 +350,9 @@ def commit_publication(
                 if count_releases(session, pub.site_id) != pub.ledger_size:
                     site = session.get(SiteRow, pub.site_id)
                     assert site is not None
-                    ledger: PrivacyLedger = build_ledger(session, site)
-                    ledger.charge(pub.release)
+                    charge(session, site, pub.release)
                 _insert(session, writer, pub, staged.key)
                 writer.close()
-                store.promote(staged)
                 created = True
     except BaseException:
         if not (staged.promoted and _is_committed(db, staged.key)):

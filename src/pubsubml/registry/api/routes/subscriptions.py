@@ -39,8 +39,11 @@ Rows = list[tuple[int, str, str]]
 
 def _read(db: Database, principal: Principal, subscription_id: str, after: int, limit: int) -> Rows:
     with db.read() as session:
-        service.get_subscription(session, principal, subscription_id)
-        return read_deliveries(session, subscription_id, after=after, limit=limit)
+        owner = None if principal.is_admin else principal.site_id
+        rows = read_deliveries(session, subscription_id, after=after, limit=limit, site_id=owner)
+        if not rows:  # nothing new, or not the caller's subscription: tell them apart (404)
+            service.get_subscription(session, principal, subscription_id)
+        return rows
 
 
 def _item_json(cursor: int, model_id: str, card_json: str) -> str:

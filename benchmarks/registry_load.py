@@ -1,0 +1,346 @@
+"""Load test of the registry over loopback: publish and feed-read throughput with p50/p99 latency.
+
+For each backend (SQLite file, PostgreSQL schema on 127.0.0.1:5432) the script starts
+``python -m pubsubml.registry serve`` as a subprocess, registers publisher and subscriber sites,
+then drives it from one asyncio process with 1, 8 and 32 concurrent keep-alive HTTP/1.1
+connections (a minimal raw client, so the client costs little of the shared CPU):
+
+* ``publish``: ``POST /v1/models`` of distinct signed MLP artifacts (safetensors, 10 → 16 → 2,
+  DP-SGD events: σ = 1.1, q = 0.01, 200 steps); each publisher site publishes many models.
+* ``feed``: ``GET /v1/subscriptions/{id}/models?after=C&limit=10`` (no wait) on subscriptions that
+  each hold every published model.
+* ``health``: ``GET /v1/health`` on the same server and connections — the reference ceiling
+  (no authentication, no database); the ratio column is throughput / health throughput.
+
+Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
+
+    .venv/bin/python benchmarks/registry_load.py [--backends sqlite,postgresql] [--seconds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from pubsubml.artifacts.card import MLPArchitecture, PrivacyRecord
+from pubsubml.artifacts.export import Artifact, make_artifact
+from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
+from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64
+from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.events import DPEvent
+from pubsubml.registry.client import RegistryClient
+from pubsubml.registry.database import Database
+from pubsubml.registry.migrate import upgrade
+from pubsubml.schema import FeatureSchema
+
+ADMIN = "bench-admin-" + secrets.token_hex(16)
+LEVELS = (1, 8, 32)
+N_PUBLISHERS = 32
+N_SUBSCRIBERS = 32
+SCHEMA = FeatureSchema.numeric([f"x{i}" for i in range(10)], lower=0.0, upper=1.0)
+EVENTS = [
+    DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.1, sample_rate=0.01, count=200)
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_artifacts(n: int, keys: dict[str, object], seed: int) -> list[tuple[str, Artifact]]:
+    """``n`` distinct signed artifacts, round-robin over the publisher sites."""
+    eps = compute_epsilon(EVENTS, 1e-5)
+    record = PrivacyRecord.from_events(EVENTS, epsilon=eps, delta=1e-5, accountant="pld")
+    arch = MLPArchitecture(layer_sizes=[10, 16, 2], activation="tanh", output_activation="softmax")
+    rng = np.random.default_rng(seed)
+    names = sorted(keys)
+    out = []
+    for i in range(n):
+        site = names[i % len(names)]
+        layers = [
+            (rng.normal(size=(16, 10)), rng.normal(size=16)),
+            (rng.normal(size=(2, 16)), rng.normal(size=2)),
+        ]
+        art = make_artifact(
+            mlp_to_safetensors(layers),
+            format="safetensors",
+            publisher=site,
+            schema=SCHEMA,
+            classes=[0, 1],
+            privacy=record,
+            signing_key=keys[site],  # type: ignore[arg-type]
+            architecture=arch,
+        )
+        out.append((site, art))
+    return out
+
+
+def publish_request(art: Artifact, token: str) -> bytes:
+    boundary = "b" + uuid.uuid4().hex
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="card"\r\n\r\n'.encode()
+        + art.card.to_json().encode()
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="weights"; filename="w"\r\n\r\n'.encode()
+        + art.weights
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    head = (
+        f"POST /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def get_request(path: str, token: str | None) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}\r\n".encode()
+
+
+async def _roundtrip(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes
+) -> int:
+    writer.write(request)
+    await writer.drain()
+    status_line = await reader.readline()
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    await reader.readexactly(length)
+    return int(status_line.split()[1])
+
+
+async def run_level(
+    port: int,
+    concurrency: int,
+    next_request: Callable[[], bytes | None],
+    seconds: float,
+    max_requests: int,
+) -> dict[str, float]:
+    """Drive ``concurrency`` connections until time, requests or ``next_request`` run out."""
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < deadline and len(latencies) < max_requests:
+                request = next_request()
+                if request is None:
+                    return
+                t0 = time.perf_counter()
+                status = await _roundtrip(reader, writer, request)
+                latencies.append(time.perf_counter() - t0)
+                if status >= 400:
+                    errors += 1
+        finally:
+            writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - t0
+    ms = sorted(x * 1000 for x in latencies)
+    return {
+        "n": len(ms),
+        "rps": len(ms) / elapsed,
+        "p50": statistics.median(ms) if ms else float("nan"),
+        "p99": ms[min(len(ms) - 1, int(0.99 * len(ms)))] if ms else float("nan"),
+        "errors": errors,
+    }
+
+
+def bench_backend(
+    name: str, url: str, seconds: float, workdir: Path
+) -> list[tuple[str, int, dict[str, float]]]:
+    db = Database(url)
+    upgrade(db)
+    db.dispose()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PUBSUBML_ADMIN_TOKEN": ADMIN}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pubsubml.registry",
+        "serve",
+        "--db",
+        url,
+        "--store",
+        str(workdir / "store"),
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    rows: list[tuple[str, int, dict[str, float]]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"server did not start: {proc.stderr.read().decode()[-2000:]}"
+                    ) from None
+                time.sleep(0.2)
+        admin = RegistryClient(base, ADMIN)
+        admin.add_features(SCHEMA.features)
+        keys = {f"pub{i:02d}": generate_signing_key() for i in range(N_PUBLISHERS)}
+        tokens = {
+            s: admin.add_site(
+                s,
+                roles="publisher",
+                public_key=public_key_to_base64(k.public_key()),
+                epsilon_budget=1e6,
+                delta_budget=1e-5,
+            )["token"]
+            for s, k in keys.items()
+        }
+        # Warm the server's accountant caches with one publish (first ε computation of a config).
+        warm = make_artifacts(1, {"pub00": keys["pub00"]}, seed=999)[0][1]
+        RegistryClient(base, tokens["pub00"]).publish(warm.card, warm.weights)
+        total_publishes = 0
+        for level in LEVELS:
+            budget = 150 * level if level > 1 else 150
+            batch = make_artifacts(budget, keys, seed=level)
+            requests = iter([publish_request(a, tokens[s]) for s, a in batch])
+            stats = asyncio.run(
+                run_level(port, level, lambda it=requests: next(it, None), seconds, budget)
+            )
+            total_publishes += int(stats["n"])
+            rows.append(("publish", level, stats))
+        subs = {}
+        for i in range(N_SUBSCRIBERS):
+            s = f"sub{i:02d}"
+            tok = admin.add_site(s, roles="subscriber", epsilon_budget=1, delta_budget=1e-5)[
+                "token"
+            ]
+            subs[s] = (tok, RegistryClient(base, tok).subscribe(s, "x0", task="classification"))
+        sub_list = []
+        for tok, sub in subs.values():
+            items = RegistryClient(base, tok).poll(sub, limit=1000)
+            sub_list.append((tok, sub, [0] + [i.cursor for i in items]))
+        n_feed = len(sub_list[0][2]) - 1
+        rng = np.random.default_rng(0)
+
+        def feed_request() -> bytes:
+            tok, sub, cursors = sub_list[int(rng.integers(len(sub_list)))]
+            after = cursors[int(rng.integers(max(1, len(cursors) - 10)))]
+            return get_request(f"/v1/subscriptions/{sub}/models?after={after}&limit=10", tok)
+
+        health = get_request("/v1/health", None)
+        for level in LEVELS:
+            rows.append(
+                ("feed", level, asyncio.run(run_level(port, level, feed_request, seconds, 50_000)))
+            )
+            rows.append(
+                (
+                    "health",
+                    level,
+                    asyncio.run(run_level(port, level, lambda: health, seconds, 50_000)),
+                )
+            )
+        admin.close()
+        print(
+            f"  [{name}] {total_publishes + 1} models published, {n_feed} in each feed", flush=True
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return rows
+
+
+def postgres_url() -> tuple[str, Callable[[], None]] | None:
+    import psycopg
+
+    for user in ("postgres", "root"):
+        try:
+            conn = psycopg.connect(
+                host="127.0.0.1", user=user, dbname="test", autocommit=True, connect_timeout=3
+            )
+        except psycopg.Error:
+            continue
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        conn.execute(f"CREATE SCHEMA {schema}")
+
+        def drop(conn: psycopg.Connection = conn, schema: str = schema) -> None:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            conn.close()
+
+        return (
+            f"postgresql+psycopg://{user}@127.0.0.1:5432/test?options=-csearch_path%3D{schema}",
+            drop,
+        )
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--seconds", type=float, default=4.0, help="Upper bound per measurement.")
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
+    results: dict[str, list[tuple[str, int, dict[str, float]]]] = {}
+    for name in args.backends.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            if name == "sqlite":
+                results[name] = bench_backend(
+                    name, f"sqlite:///{Path(tmp) / 'registry.db'}", args.seconds, Path(tmp)
+                )
+            else:
+                found = postgres_url()
+                if found is None:
+                    print("  [postgresql] no server on 127.0.0.1:5432: skipped")
+                    continue
+                url, drop = found
+                try:
+                    results[name] = bench_backend(name, url, args.seconds, Path(tmp))
+                finally:
+                    drop()
+    print()
+    print(
+        f"{'backend':<11}{'operation':<10}{'clients':>8}{'requests':>10}{'req/s':>10}{'p50 ms':>9}"
+        f"{'p99 ms':>9}{'errors':>8}{'vs health':>11}"
+    )
+    for name, rows in results.items():
+        ceiling = {lvl: s["rps"] for op, lvl, s in rows if op == "health"}
+        for op, lvl, s in rows:
+            ratio = s["rps"] / ceiling[lvl] if ceiling.get(lvl) else float("nan")
+            print(
+                f"{name:<11}{op:<10}{lvl:>8}{int(s['n']):>10}{s['rps']:>10.0f}{s['p50']:>9.2f}"
+                f"{s['p99']:>9.2f}{int(s['errors']):>8}{ratio:>11.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Customizer (CUSTOMIZE, pubsub-ml.txt Algorithm 2) on data where the answer is known."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_classification, make_regression
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.metrics import accuracy_score, balanced_accuracy_score
+from sklearn.model_selection import cross_val_score
+
+from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.learners import DPLogisticRegression
+from pubsubml.methods import Customizer, contribution_scores
+from pubsubml.schema import FeatureSchema
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class BlackBox:
+    """A fitted scikit-learn model seen only through its outputs, as a published model is."""
+
+    def __init__(self, estimator: Any, features: list[str], model_id: str | None = None) -> None:
+        self.estimator = estimator
+        self.input_features = list(features)
+        self.classes = getattr(estimator, "classes_", None)
+        if model_id is not None:
+            self.model_id = model_id
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.estimator.predict_proba(X[self.input_features].to_numpy()))
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.estimator.predict(X[self.input_features].to_numpy()))
+
+
+class Threshold:
+    """A black box predicting 1 when ``x0 > t``, with fixed confidence."""
+
+    input_features = ("x0",)
+    classes = (0, 1)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        p = np.where(X["x0"].to_numpy() > self.t, 0.8, 0.2)
+        return np.column_stack([1 - p, p])
+
+
+def _frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.random((n, 3)), columns=["x0", "x1", "x2"])
+    return X, (X["x0"].to_numpy() > 0.5).astype(int)
+
+
+def test_pure_noise_publishers_are_ignored(hyperplane: dict[str, Any]) -> None:
+    # Prepare: 5 DP publishers of the concept, 5 trained on pure label noise (§8.2.5).
+    h = hyperplane
+    Xs, ys = h["subscriber"]
+    Xt, yt = h["test"]
+    models = h["good"] + h["noise"]
+    ids = [f"good{i}" for i in range(5)] + [f"noise{i}" for i in range(5)]
+    # Execute
+    c = Customizer(models=models, model_ids=ids, schema=h["schema"], random_state=0).fit(Xs, ys)
+    scores = contribution_scores(c)
+    own_acc = accuracy_score(yt, c.own_model_.predict(Xt))
+    # Assert
+    assert max(scores[f"noise{i}"] for i in range(5)) < 0.05
+    assert sum(scores[f"noise{i}"] for i in range(5)) < scores["own"]
+    assert c.score(Xt, yt) >= own_acc - 0.01
+
+
+def test_complementary_features_lift_above_own(split_features: dict[str, Any]) -> None:
+    # Prepare: subscriber holds A and C with few rows; publishers hold A, B and B, C (§8.1.3).
+    sf = split_features
+    A, C, schema, data = sf["A"], sf["C"], sf["schema"], sf["data"]
+    publishers = []
+    for cols in ([*A, "b"], ["b", *C]):
+        X, y = data(3000)
+        publishers.append(
+            DPLogisticRegression(
+                schema=schema.subset(cols), classes=[0, 1], epsilon=1.0, random_state=1
+            ).fit(X[cols], y)
+        )
+    Xs, ys = data(150)
+    Xt, yt = data(4000)
+    sub = [*A, *C]
+    # Execute: five splits of the subscriber's data, each model set.
+    scores = np.array(
+        [
+            [
+                Customizer(models=ms, schema=schema, random_state=rep)
+                .fit(Xs[sub], ys)
+                .score(Xt[sub], yt)
+                for ms in (publishers, publishers[:1], publishers[1:], [])
+            ]
+            for rep in range(5)
+        ]
+    ).mean(axis=0)
+    both, only_ab, only_bc, own = scores
+    # Assert: fusing both publishers beats Own and either publisher alone.
+    assert both > own
+    assert both > only_ab and both > only_bc
+
+
+def test_top_m_selects_the_best_by_metric() -> None:
+    X, y = _frame(400, 0)
+    models = [Threshold(t) for t in (0.9, 0.5, 0.7, 0.55, 0.1, 0.3)]
+    c = Customizer(models=models, own_model=None, top_m=3, fusion_split=0.5, random_state=0)
+    c.fit(X, y)
+    Xc, yc = X.iloc[c.fusion_index_], y[c.fusion_index_]
+    expected = [accuracy_score(yc, m.predict_proba(Xc).argmax(1)) for m in models]
+    np.testing.assert_allclose(c.selection_scores_, expected)
+    assert set(c.selected_) == set(np.argsort(expected, kind="stable")[::-1][:3])
+    assert c.selected_ids_ == [f"m{i}" for i in sorted(c.selected_)]
+    assert len(c.meta_feature_names_) == 3 * 2
+
+
+def test_selection_metrics_and_all_kept_by_default() -> None:
+    X, y = _frame(300, 1)
+    y = np.where(X["x1"].to_numpy() > 0.8, 1, 0)  # imbalanced
+    models = [Threshold(t) for t in (0.2, 0.5, 0.8)]
+    c = Customizer(models=models, selection_metric="balanced_accuracy", random_state=0).fit(X, y)
+    assert c.selected_.tolist() == [0, 1, 2, 3]  # own + 3, top_m=None keeps all
+    Xc, yc = X.iloc[c.fusion_index_], y[c.fusion_index_]
+    assert c.selection_scores_[2] == pytest.approx(
+        balanced_accuracy_score(yc, models[1].predict_proba(Xc).argmax(1))
+    )
+    f1 = Customizer(models=models, selection_metric="f1_minority", top_m=1, random_state=0)
+    assert f1.fit(X, y).selection_metric_ == "f1_minority"
+    with pytest.raises(ValueError, match="does not apply"):
+        Customizer(models=models, selection_metric="mse").fit(X, y)
+
+
+def test_deterministic_under_random_state() -> None:
+    X, y = _frame(300, 2)
+    models = [Threshold(0.4), Threshold(0.6)]
+    a = Customizer(models=models, random_state=7).fit(X, y)
+    b = Customizer(models=models, random_state=7).fit(X, y)
+    c = Customizer(models=models, random_state=8).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    np.testing.assert_array_equal(a.fusion_index_, b.fusion_index_)
+    assert not np.array_equal(a.fusion_index_, c.fusion_index_)
+
+
+def test_clone_shares_models_and_cross_val_score_runs() -> None:
+    X, y = _frame(240, 3)
+    models = [Threshold(0.5), Threshold(0.8)]
+    c = Customizer(models=models, own_model="forest", random_state=0)
+    twin = clone(c)
+    assert twin.models is models and not hasattr(twin, "fusion_model_")
+    scores = cross_val_score(c, X, y, cv=3)
+    assert scores.shape == (3,) and scores.min() > 0.8
+
+
+def test_multiclass_label_alignment_and_rejection() -> None:
+    Xa, y = make_classification(
+        n_samples=600, n_features=4, n_informative=3, n_redundant=0, n_classes=3, random_state=0
+    )
+    X = pd.DataFrame(Xa, columns=list("abcd"))
+    full = LogisticRegression().fit(Xa, y)
+    # Publisher knowing only classes {2, 0}, in that order.
+    mask = y != 1
+    partial = LogisticRegression().fit(Xa[mask], np.where(y[mask] == 2, 0, 1))
+    partial.classes_ = np.array([2, 0])
+    models = [BlackBox(full, list("abcd")), BlackBox(partial, list("abcd"))]
+    c = Customizer(models=models, random_state=0).fit(X, y)
+    m = c.meta_features(X.iloc[:50])
+    assert m.shape == (50, 3 * 3)
+    np.testing.assert_allclose(m[:, 6:9][:, 1], 0.0)  # class 1 column inserted as zeros
+    np.testing.assert_allclose(m[:, 6], partial.predict_proba(Xa[:50])[:, 1])
+    assert c.predict_proba(X).shape == (600, 3) and c.score(X, y) > 0.6
+    alien = LogisticRegression().fit(Xa, y + 5)
+    with pytest.raises(LabelError, match="outside"):
+        Customizer(models=[BlackBox(alien, list("abcd"))], random_state=0).fit(X, y)
+
+    class Bare:
+        input_features = ("a",)
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            return np.full((len(X), 3), 1 / 3)
+
+    with pytest.raises(LabelError, match="declares no classes"):
+        Customizer(models=[Bare()], random_state=0).fit(X, y)
+
+
+def test_regression() -> None:
+    Xa, y = make_regression(n_samples=400, n_features=4, noise=5.0, random_state=0)
+    X = pd.DataFrame(Xa, columns=list("abcd"))
+    pub = BlackBox(LinearRegression().fit(Xa[:, :2], y), ["a", "b"])
+    pub2 = BlackBox(LinearRegression().fit(Xa[:, 2:], y), ["c", "d"])
+    c = Customizer(models=[pub, pub2], task="regression", own_model="forest", random_state=0)
+    c.fit(X, y)
+    assert c.selection_metric_ == "mse" and c.predict(X).shape == (400,)
+    assert c.score(X, y) > 0.9
+    assert cross_val_score(c, X, y, cv=2).shape == (2,)
+
+
+def test_feature_extension_uses_public_defaults() -> None:
+    schema = FeatureSchema.numeric(["x0", "x1", "x2", "z"], default=0.25)
+    seen: list[pd.DataFrame] = []
+
+    class Spy(Threshold):
+        input_features = ("z", "x0")
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            seen.append(X)
+            return super().predict_proba(X)
+
+    X, y = _frame(100, 4)
+    Customizer(models=[Spy(0.5)], own_model=None, schema=schema, random_state=0).fit(X, y)
+    assert list(seen[0].columns) == ["z", "x0"]
+    assert (seen[0]["z"] == 0.25).all()
+
+
+def test_bad_input_raises_and_changes_nothing() -> None:
+    X, y = _frame(100, 5)
+    c = Customizer(models=[Threshold(0.5)], random_state=0)
+    with pytest.raises(SchemaMismatchError):
+        c.fit(X.to_numpy(), y)
+    with pytest.raises(DataValidationError):
+        c.fit(X, y[:-1])
+    with pytest.raises(SchemaMismatchError, match="not in the public schema"):
+        Customizer(schema=FeatureSchema.numeric(["x0"]), random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="top_m"):
+        Customizer(top_m=0).fit(X, y)
+    with pytest.raises(ValueError, match="nothing to customize"):
+        Customizer(own_model=None).fit(X, y)
+    assert not hasattr(c, "fusion_model_")
+
+
+def test_vectorized_selection_metrics_match_scikit_learn() -> None:
+    from sklearn.metrics import f1_score, mean_squared_error, r2_score
+
+    from pubsubml.methods.outputs import SELECTION_METRICS
+
+    rng = np.random.default_rng(0)
+    y = rng.choice(3, size=60, p=[0.6, 0.3, 0.1])
+    out = rng.random((4, 60, 3))
+    pred = out.argmax(axis=2)
+    expected = {
+        "accuracy": [accuracy_score(y, p) for p in pred],
+        "balanced_accuracy": [balanced_accuracy_score(y, p) for p in pred],
+        "f1_minority": [f1_score(y, p, labels=[2], average="macro") for p in pred],
+    }
+    for name, ref in expected.items():
+        np.testing.assert_allclose(SELECTION_METRICS[name].score(y, out), ref)
+    t = rng.normal(size=60)
+    reg = rng.normal(size=(4, 60, 1))
+    np.testing.assert_allclose(
+        SELECTION_METRICS["mse"].score(t, reg), [mean_squared_error(t, r[:, 0]) for r in reg]
+    )
+    np.testing.assert_allclose(
+        SELECTION_METRICS["r2"].score(t, reg), [r2_score(t, r[:, 0]) for r in reg]
+    )

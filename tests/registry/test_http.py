@@ -1,0 +1,246 @@
+"""Real HTTP on 127.0.0.1 (uvicorn in a thread; every backend): the ``RegistryClient`` Hub,
+long polls woken by a publish, Server-Sent Events with resume, client retries, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from pubsubml.artifacts.published import PublishedModel
+from pubsubml.errors import (
+    DigestMismatchError,
+    NotFoundError,
+    PermissionDeniedError,
+    PrivacyBudgetExceededError,
+)
+from pubsubml.hub import Hub
+from pubsubml.registry.cli import (
+    budget_command,
+    features_app,
+    models_app,
+    publish_command,
+    pull_command,
+    site_app,
+    subscribe_command,
+)
+from pubsubml.registry.client import RegistryClient
+from pubsubml.schema import Channel
+
+
+@pytest.fixture
+def server(backend: Any, tmp_path: Path, support: Any, artifacts: Any) -> Iterator[dict[str, Any]]:
+    """A uvicorn server with the test dictionary and sites a, b (both roles); yields URL and tokens."""
+    settings = support.make_settings(backend.url, tmp_path / "store")
+    with support.thread_server(settings) as url:
+        admin = RegistryClient(url, support.ADMIN_TOKEN)
+        admin.add_features(support.DICTIONARY.features)
+        tokens = {}
+        for name, budget in (("a", 50.0), ("b", 50.0), ("poor", 0.5)):
+            tokens[name] = admin.add_site(
+                name,
+                public_key=artifacts.public_key(name),
+                epsilon_budget=budget,
+                delta_budget=1e-5,
+            )["token"]
+        admin.close()
+        yield {"url": url, "tokens": tokens}
+
+
+def test_registry_client_is_a_hub(server: dict[str, Any], artifacts: Any) -> None:
+    a = RegistryClient(server["url"], server["tokens"]["a"])
+    b = RegistryClient(server["url"], server["tokens"]["b"])
+    assert isinstance(a, Hub)
+    art = artifacts("a", seed=70)
+    model_id = a.publish(art.card, art.weights)
+    assert a.publish(art.card, art.weights) == model_id  # idempotent
+    sub = b.subscribe("b", Channel.parse("age | wbc"), task="classification", classes=[0, 1])
+    items = b.poll(sub)
+    assert [i.model_id for i in items] == [model_id] and items[0].card == art.card
+    card, weights = b.fetch(model_id)
+    assert card == art.card and weights == art.weights
+    model = PublishedModel.load(card, weights, b.trusted_keys())
+    assert model.model_id == model_id
+    b.report_contributions("b", {model_id: 0.7})
+    assert b.contributions(model_id=model_id)[0]["score"] == 0.7
+    assert len(a.ledger("a")["releases"]) == 1
+    with pytest.raises(NotFoundError):
+        b.fetch("0" * 32)
+    with pytest.raises(PermissionDeniedError):
+        b.ledger("a")
+    poor = artifacts("poor", seed=71)
+    with pytest.raises(PrivacyBudgetExceededError):
+        RegistryClient(server["url"], server["tokens"]["poor"]).publish(poor.card, poor.weights)
+    a.close()
+    b.close()
+
+
+def test_long_poll_wakes_on_publish(server: dict[str, Any], artifacts: Any) -> None:
+    a = RegistryClient(server["url"], server["tokens"]["a"])
+    b = RegistryClient(server["url"], server["tokens"]["b"])
+    sub = b.subscribe("b", "age", task="classification")
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.extend(b.poll(sub, timeout=30)))
+    waiter.start()
+    time.sleep(0.3)
+    art = artifacts("a", seed=72)
+    a.publish(art.card, art.weights)
+    waiter.join(30)
+    assert not waiter.is_alive() and [i.model_id for i in got] == [art.card.model_id]
+    iterated = list(b.iter_models(sub, wait=0.2, idle_stop=0.3))
+    assert [i.model_id for i in iterated] == [art.card.model_id]
+
+
+def test_server_sent_events_resume_without_loss(server: dict[str, Any], artifacts: Any) -> None:
+    a = RegistryClient(server["url"], server["tokens"]["a"])
+    b = RegistryClient(server["url"], server["tokens"]["b"])
+    sub = b.subscribe("b", "age", task="classification")
+    first, second = artifacts("a", seed=73), artifacts("a", seed=74)
+    a.publish(first.card, first.weights)
+    headers = {"Authorization": f"Bearer {server['tokens']['b']}"}
+    url = f"{server['url']}/v1/subscriptions/{sub}/stream"
+
+    def read_events(n: int, **kwargs: Any) -> list[tuple[int, dict[str, Any]]]:
+        out: list[tuple[int, dict[str, Any]]] = []
+        with httpx.stream("GET", url, timeout=10, **kwargs) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            ident = None
+            for line in r.iter_lines():
+                if line.startswith("id: "):
+                    ident = int(line[4:])
+                elif line.startswith("data: "):
+                    out.append((ident or 0, json.loads(line[6:])))
+                    if len(out) == n:
+                        return out
+        return out
+
+    ((cursor, item),) = read_events(1, headers=headers)
+    assert item["model_id"] == first.card.model_id and item["cursor"] == cursor
+    a.publish(second.card, second.weights)
+    resumed = read_events(1, headers={**headers, "Last-Event-ID": str(cursor)})
+    assert [i["model_id"] for _, i in resumed] == [second.card.model_id]
+    streamed = b.stream_models(sub)
+    assert [next(streamed).model_id, next(streamed).model_id] == [
+        first.card.model_id,
+        second.card.model_id,
+    ]
+    streamed.close()
+    r = httpx.get(url, headers={"Authorization": f"Bearer {server['tokens']['a']}"}, timeout=5)
+    assert r.status_code == 404
+
+
+class FlakyTransport(httpx.HTTPTransport):
+    """Fails the first ``n`` requests with a connection error, then behaves."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.left = n
+        self.calls = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        if self.left > 0:
+            self.left -= 1
+            raise httpx.ConnectError("connection refused", request=request)
+        return super().handle_request(request)
+
+
+def test_client_retries_connection_errors(server: dict[str, Any], artifacts: Any) -> None:
+    transport = FlakyTransport(2)
+    http = httpx.Client(transport=transport, timeout=10)
+    client = RegistryClient(server["url"], server["tokens"]["a"], http_client=http)
+    art = artifacts("a", seed=75)
+    assert client.publish(art.card, art.weights) == art.card.model_id
+    assert transport.calls == 3
+    transport.left = 10
+    with pytest.raises(httpx.ConnectError):
+        client.health()
+    http.close()
+
+
+def test_fetch_checks_the_digest(server: dict[str, Any], artifacts: Any) -> None:
+    art = artifacts("a", seed=76)
+    RegistryClient(server["url"], server["tokens"]["a"]).publish(art.card, art.weights)
+
+    class Corrupting(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            response = super().handle_request(request)
+            if request.url.path.endswith("/weights"):
+                response.read()
+                return httpx.Response(200, content=response.content + b"!", request=request)
+            return response
+
+    client = RegistryClient(
+        server["url"], server["tokens"]["b"], http_client=httpx.Client(transport=Corrupting())
+    )
+    with pytest.raises(DigestMismatchError):
+        client.fetch(art.card.model_id)
+
+
+def test_cli_commands(server: dict[str, Any], artifacts: Any, tmp_path: Path, support: Any) -> None:
+    import typer
+
+    runner = CliRunner()
+    env = {"PUBSUBML_REGISTRY_URL": server["url"], "PUBSUBML_ADMIN_TOKEN": support.ADMIN_TOKEN}
+    app = typer.Typer()
+    app.add_typer(site_app, name="site")
+    app.add_typer(features_app, name="features")
+    app.add_typer(models_app, name="models")
+    app.command("publish")(publish_command)
+    app.command("subscribe")(subscribe_command)
+    app.command("pull")(pull_command)
+    app.command("budget")(budget_command)
+
+    key_file = tmp_path / "d.pub"
+    key_file.write_text(artifacts.public_key("d"))
+    r = runner.invoke(
+        app, ["site", "add", "d", "--epsilon", "10", "--public-key", str(key_file)], env=env
+    )
+    assert r.exit_code == 0, r.output
+    token_d = r.stdout.strip().splitlines()[-1]
+    assert token_d.startswith("psm_")
+    site_env = {**env, "PUBSUBML_TOKEN": token_d}
+    r = runner.invoke(
+        app, ["site", "add", "d", "--epsilon", "10", "--roles", "subscriber"], env=env
+    )
+    assert r.exit_code == 1 and "already exists" in r.output
+
+    feats = tmp_path / "features.json"
+    feats.write_text(support.DICTIONARY.to_json())
+    r = runner.invoke(app, ["features", "add", str(feats)], env=env)
+    assert r.exit_code == 0 and "already present" in r.output
+
+    art = artifacts("d", seed=77)
+    art.save(tmp_path / "card")
+    r = runner.invoke(app, ["publish", str(tmp_path / "card")], env=site_env)
+    assert r.exit_code == 0 and f"published: {art.card.model_id}" in r.output, r.output
+    r = runner.invoke(app, ["publish", str(tmp_path / "card")], env=site_env)
+    assert "already published" in r.output
+
+    b_env = {**env, "PUBSUBML_TOKEN": server["tokens"]["b"]}
+    r = runner.invoke(app, ["subscribe", "age & sex", "--class", "0", "--class", "1"], env=b_env)
+    assert r.exit_code == 0, r.output
+    sub = r.stdout.strip()
+    r = runner.invoke(app, ["subscribe", "age &"], env=b_env)
+    assert r.exit_code == 1 and "error" in r.output
+    r = runner.invoke(app, ["pull", sub, "--into", str(tmp_path / "inbox")], env=b_env)
+    assert r.exit_code == 0 and "1 model(s) pulled" in r.output, r.output
+    assert (tmp_path / "inbox" / art.card.model_id / "card.json").exists()
+    r = runner.invoke(app, ["pull", sub, "--into", str(tmp_path / "inbox")], env=b_env)
+    assert "0 model(s) pulled" in r.output  # resumed from the saved cursor
+
+    r = runner.invoke(app, ["models", "list", "--publisher", "d"], env=b_env)
+    assert r.exit_code == 0 and art.card.model_id[:8] in r.output
+    r = runner.invoke(app, ["budget"], env=site_env)
+    assert r.exit_code == 0 and "site d: spent ε" in r.output
+    r = runner.invoke(app, ["site", "list"], env=b_env)
+    assert r.exit_code == 0 and "poor" in r.output
+    r = runner.invoke(app, ["budget", "a"], env=b_env)
+    assert r.exit_code == 1 and "may not read the privacy ledger" in r.output

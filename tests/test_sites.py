@@ -1,0 +1,146 @@
+"""Site: publishing charges the ledger first, refuses over budget; pulling verifies."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from pubsubml.artifacts import ModelCard
+from pubsubml.errors import PrivacyBudgetExceededError, PrivacyError, SignatureError
+from pubsubml.hub import LocalHub
+from pubsubml.learners.mlp import DPMLPClassifier
+from pubsubml.methods import Customizer, published_runner
+from pubsubml.privacy import PrivacyLedger
+from pubsubml.schema import FeatureSchema
+from pubsubml.sites import Site
+
+logging.getLogger("absl").setLevel(logging.ERROR)
+SCHEMA = FeatureSchema.numeric(["x0", "x1", "x2"])
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """The networks here are tiny: one thread avoids spin-waiting on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _data(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.random((n, 3)), columns=SCHEMA.names)
+    return X, (X["x0"] + X["x1"] > 1).to_numpy().astype(int)
+
+
+def _dp_model(seed: int = 0, features: list[str] | None = None) -> DPMLPClassifier:
+    feats = features or SCHEMA.names
+    X, y = _data(300, seed)
+    return DPMLPClassifier(
+        schema=SCHEMA.subset(feats),
+        classes=[0, 1],
+        hidden_layer_sizes=(8,),
+        epochs=3,
+        batch_size=50,
+        learning_rate=0.05,
+        noise_multiplier=1.5,
+        accountant="rdp",
+        random_state=seed,
+    ).fit(X[feats], y)
+
+
+def _site(name: str, budget: float = 10.0) -> Site:
+    return Site(
+        name, SCHEMA, PrivacyLedger(site=name, epsilon_budget=budget, delta=1e-5, backend="rdp")
+    )
+
+
+class SpyHub(LocalHub):
+    """Records how many releases the publisher's ledger held when each card arrived."""
+
+    def __init__(self, site: Site) -> None:
+        super().__init__()
+        self.site = site
+        self.charged_at_publish: list[int] = []
+
+    def publish(self, card: ModelCard, weights: bytes) -> str:
+        self.charged_at_publish.append(len(self.site.ledger.releases))
+        return super().publish(card, weights)
+
+
+def test_publish_charges_the_ledger_before_the_model_leaves() -> None:
+    site = _site("pub")
+    hub = SpyHub(site)
+    model = _dp_model()
+    mid = site.publish(model, hub, scope=["2024-01"])
+    assert hub.charged_at_publish == [1]
+    release = site.ledger.releases[0]
+    assert release.release_id == mid and release.scope == ("2024-01",)
+    assert list(release.events) == model.privacy_events_
+    card, _ = hub.fetch(mid)
+    assert card.publisher == "pub" and card.privacy.data_scope == ["2024-01"]
+    # Publishing the same model again charges nothing more and gives the same id.
+    assert site.publish(model, hub, scope=["2024-01"]) == mid
+    assert len(site.ledger.releases) == 1 and len(hub) == 1
+
+
+def test_publish_over_budget_publishes_nothing() -> None:
+    model = _dp_model()
+    site = _site("pub", budget=model.epsilon_ / 2)
+    hub = SpyHub(site)
+    with pytest.raises(PrivacyBudgetExceededError):
+        site.publish(model, hub)
+    assert len(hub) == 0 and hub.charged_at_publish == [] and site.ledger.releases == []
+    assert site.published == []
+
+
+def test_non_private_models_are_never_published() -> None:
+    X, y = _data(100, 0)
+    site = _site("pub")
+    hub = LocalHub()
+    with pytest.raises(PrivacyError, match="no DP events"):
+        site.publish(LogisticRegression().fit(SCHEMA.encode(X), y), hub)
+    assert len(hub) == 0 and site.ledger.releases == []
+
+
+def test_pull_verifies_signatures_and_resumes() -> None:
+    hub = LocalHub()
+    a, b, sub = _site("a"), _site("b"), _site("s")
+    sid = sub.subscribe(hub, "x0 & x1", task="classification", classes=[0, 1])
+    a.publish(_dp_model(0), hub)
+    with pytest.raises(SignatureError):
+        sub.pull(hub)
+    assert sub.cursors[sid] == 0  # nothing lost
+    sub.trust(a.public_key, b.public_key)
+    first = sub.pull(hub)
+    assert [m.publisher for m in first] == ["a"]
+    b.publish(_dp_model(1), hub)
+    b.publish(_dp_model(2, ["x2"]), hub)  # outside the channel
+    second = sub.pull(hub)
+    assert [m.publisher for m in second] == ["b"] and sub.pull(hub) == []
+
+
+def test_pulled_models_feed_the_customizer() -> None:
+    # Prepare: two publishers, one subscriber pulling through the hub.
+    hub = LocalHub()
+    pubs = [_site(f"p{i}") for i in range(2)]
+    sub = _site("s")
+    sub.trust(*(p.public_key for p in pubs))
+    sub.subscribe(hub, "x0", task="classification", classes=[0, 1])
+    for i, p in enumerate(pubs):
+        p.publish(_dp_model(i, ["x0", "x1"] if i == 0 else ["x0", "x2"]), hub)
+    models = sub.pull(hub)
+    X, y = _data(200, 9)
+    # Execute: direct calls and the batched runner give the same customized model.
+    direct = Customizer(models=models, schema=SCHEMA, random_state=0).fit(X, y)
+    batched = Customizer(models=models, schema=SCHEMA, runner=published_runner, random_state=0)
+    batched.fit(X, y)
+    # Assert
+    assert direct.selected_ids_ == ["own", *(m.model_id for m in models)]
+    np.testing.assert_allclose(direct.predict_proba(X), batched.predict_proba(X), atol=1e-6)

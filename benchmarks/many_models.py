@@ -38,7 +38,7 @@ from pubsubml.artifacts import (
     predict_many,
 )
 from pubsubml.artifacts.card import MLPArchitecture
-from pubsubml.artifacts.onnx_codec import mlp_to_onnx
+from pubsubml.artifacts.onnx_export import mlp_to_onnx
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent

@@ -134,6 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", module="opacus")
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     split = make_federated("mnist1d")
     clients = [(torch.as_tensor(X), torch.as_tensor(y)) for X, y in split.clients]
     cfg = DMLConfig()

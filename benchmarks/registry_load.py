@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from pubsubml.artifacts.card import MLPArchitecture, PrivacyRecord
+from pubsubml.artifacts import MLPArchitecture, PrivacyRecord
 from pubsubml.artifacts.export import Artifact, make_artifact
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64

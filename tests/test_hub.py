@@ -27,7 +27,9 @@ def make_card(
     weights = payload if payload is not None else f"{publisher}:{features}:{classes}".encode()
     digest = hashlib.sha256(weights).hexdigest()
     classes = None if task == "regression" else (classes or [0, 1])
-    event = DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.0, sample_rate=0.1, count=10)
+    event = DPEvent(
+        mechanism="subsampled_gaussian", noise_multiplier=1.0, sample_rate=0.1, count=10
+    )
     card = ModelCard(
         model_id=derive_model_id(publisher, digest),
         publisher=publisher,
@@ -50,8 +52,10 @@ def test_local_hub_implements_protocol() -> None:
 def test_channel_matching_follows_terms() -> None:
     # Prepare: subscriber s4 with channel A ∨ C (pubsub-ml.txt Example 1).
     hub = LocalHub()
-    ids = {name: hub.publish(*make_card(name, feats)) for name, feats in
-           [("h1", ["A", "B"]), ("h2", ["B", "C"]), ("h3", ["B", "D"])]}
+    ids = {
+        name: hub.publish(*make_card(name, feats))
+        for name, feats in [("h1", ["A", "B"]), ("h2", ["B", "C"]), ("h3", ["B", "D"])]
+    }
     sub = hub.subscribe("h4", Channel.parse("A | C"), task="classification")
     both = hub.subscribe("h5", Channel.parse("A & B"), task="classification")
     # Execute / Assert

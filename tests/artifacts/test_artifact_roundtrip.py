@@ -189,7 +189,8 @@ def test_any_torch_network_exports_through_torch_onnx(
 def test_direct_mlp_graph_matches_torch(
     make_network: Callable[..., Any], schema: FeatureSchema, X: pd.DataFrame
 ) -> None:
-    from pubsubml.artifacts.onnx_codec import OnnxRunner, mlp_to_onnx
+    from pubsubml.artifacts.onnx_codec import OnnxRunner
+    from pubsubml.artifacts.onnx_export import mlp_to_onnx
 
     network = make_network(hidden=(6, 3), activation=torch.nn.Sigmoid)
     layers = [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in network.module_[0::2]]

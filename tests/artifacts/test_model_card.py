@@ -189,3 +189,31 @@ def test_architecture_limits() -> None:
         "1.weight": (2, 3),
         "1.bias": (2,),
     }
+
+
+def test_pure_accounting_composes_pure_events_only() -> None:
+    from pubsubml.artifacts import account_epsilon
+    from pubsubml.errors import InvalidPrivacyParameterError
+
+    events = [
+        DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, count=2),
+        DPEvent(mechanism="laplace", noise_multiplier=4.0, count=2),
+    ]
+
+    assert account_epsilon(events, 0.0, "pure") == pytest.approx(1.5)
+    with pytest.raises(InvalidPrivacyParameterError, match="not pure"):
+        account_epsilon([DPEvent(mechanism="gaussian", noise_multiplier=1.0)], 0.0, "pure")
+    with pytest.raises(InvalidPrivacyParameterError, match="δ = 0"):
+        account_epsilon(events, 1e-5, "pure")
+
+
+def test_check_privacy_record_recomputes_epsilon() -> None:
+    from pubsubml.artifacts import check_privacy_record
+
+    event = DPEvent(mechanism="approx_dp", epsilon=1.0, delta=0.0)
+    honest = PrivacyRecord.from_events([event] * 2, epsilon=2.0, delta=0.0, accountant="pure")
+    understated = PrivacyRecord.from_events([event] * 2, epsilon=1.5, delta=0.0, accountant="pure")
+
+    assert check_privacy_record(honest) == 2.0
+    with pytest.raises(UntrustedArtifactError, match=r"claims ε = 1\.5"):
+        check_privacy_record(understated)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from pubsubml.errors import DataValidationError
 from pubsubml.methods.async_dp_math import gradient_norm_bound
 from pubsubml.methods.async_dp_peers import run_async_dp_processes
 
@@ -49,3 +53,28 @@ def test_processes_run_algorithm_1_and_learner_never_sees_rows(style: str) -> No
         60,
         90,
     ]
+
+
+def _children() -> set[int]:
+    """PIDs of this process's children (Linux /proc)."""
+    me, found = os.getpid(), set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_run_is_bounded_and_cleans_up() -> None:
+    before = _children()
+    X = np.zeros((5, 2))
+    with pytest.raises(DataValidationError, match="did not"):
+        run_async_dp_processes(
+            [(X, np.zeros(5))] * 2, epsilons=[1.0, 1.0], horizon=10**6, clip_norm=1.0,
+            theta_max=1.0, reg=1e-3, rho=1.0, timeout_s=1.0,
+        )  # fmt: skip
+    assert _children() <= before

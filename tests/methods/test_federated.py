@@ -28,8 +28,16 @@ def test_schedule_balances_participation() -> None:
 def test_dp_fedavg_accounts_every_client_within_target() -> None:
     clients = _clients(8, 150)
     fl = DPFedAvg(
-        schema=SCHEMA, classes=[0, 1], hidden_layer_sizes=(8,), rounds=5, client_fraction=0.5,
-        batch_size=30, lr=0.05, target_epsilon=1.0, target_delta=1e-4, accountant="rdp",
+        schema=SCHEMA,
+        classes=[0, 1],
+        hidden_layer_sizes=(8,),
+        rounds=5,
+        client_fraction=0.5,
+        batch_size=30,
+        lr=0.05,
+        target_epsilon=1.0,
+        target_delta=1e-4,
+        accountant="rdp",
     ).fit(clients)
     steps = 5  # one local epoch of round(1 / q) = 150 / 30 steps
     assert fl.participation_.sum() == 5 * 4
@@ -44,8 +52,15 @@ def test_non_private_fedavg_learns() -> None:
     clients = _clients(5, 200)
     test_X, test_y = _clients(6, 200)[5]
     fl = DPFedAvg(
-        schema=SCHEMA, classes=[0, 1], hidden_layer_sizes=(16,), rounds=10, client_fraction=1.0,
-        local_epochs=2, batch_size=20, lr=0.01, dp=False,
+        schema=SCHEMA,
+        classes=[0, 1],
+        hidden_layer_sizes=(16,),
+        rounds=10,
+        client_fraction=1.0,
+        local_epochs=2,
+        batch_size=20,
+        lr=0.01,
+        dp=False,
     ).fit(clients)
     assert fl.epsilon_ == float("inf") and fl.client_events_ == [[]] * 5
     assert fl.score(test_X, test_y) > 0.75
@@ -54,8 +69,14 @@ def test_non_private_fedavg_learns() -> None:
 def test_regression_and_bad_input() -> None:
     clients = [(X, X.sum(axis=1).to_numpy()) for X, _ in _clients(3, 60)]
     reg = DPFedAvg(
-        schema=SCHEMA, task="regression", hidden_layer_sizes=(4,), rounds=2, client_fraction=1.0,
-        batch_size=20, noise_multiplier=1.0, accountant="rdp",
+        schema=SCHEMA,
+        task="regression",
+        hidden_layer_sizes=(4,),
+        rounds=2,
+        client_fraction=1.0,
+        batch_size=20,
+        noise_multiplier=1.0,
+        accountant="rdp",
     ).fit(clients)
     assert reg.predict(clients[0][0]).shape == (60,)
     with pytest.raises(ValueError, match="client_fraction"):

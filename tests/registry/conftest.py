@@ -32,9 +32,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from sqlalchemy import select, text
 
-from pubsubml.artifacts.card import MLPArchitecture, ModelCard, PrivacyRecord
+from pubsubml.artifacts import MLPArchitecture, ModelCard, PrivacyRecord
 from pubsubml.artifacts.export import Artifact, make_artifact
-from pubsubml.artifacts.onnx_codec import mlp_to_onnx
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64, sign_card
 from pubsubml.privacy.accountant import compute_epsilon
@@ -173,6 +172,44 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 
 # ---- artifacts --------------------------------------------------------------------------
+def mlp_to_onnx(
+    layers: Sequence[tuple[Any, Any]], *, activation: str, output_activation: str
+) -> bytes:
+    """A plain ONNX graph of a tanh network (built here with onnx.helper, opset 18)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits, current = [], [], "input"
+    for i, (w, b) in enumerate(layers):
+        inits += [
+            numpy_helper.from_array(np.asarray(w, np.float32), f"{i}.weight"),
+            numpy_helper.from_array(np.asarray(b, np.float32), f"{i}.bias"),
+        ]
+        nodes.append(
+            helper.make_node("Gemm", [current, f"{i}.weight", f"{i}.bias"], [f"l{i}"], transB=1)
+        )
+        current = f"l{i}"
+        if i < len(layers) - 1:
+            nodes.append(helper.make_node("Tanh", [current], [f"a{i}"]))
+            current = f"a{i}"
+    op = "Softmax" if output_activation == "softmax" else "Identity"
+    nodes.append(
+        helper.make_node(op, [current], ["output"], **({"axis": -1} if op == "Softmax" else {}))
+    )
+    n_in, n_out = int(np.shape(layers[0][0])[1]), int(np.shape(layers[-1][0])[0])
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", n_in])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", n_out])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = helper.find_min_ir_version_for([helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    return bytes(model.SerializeToString())
+
+
 def privacy_record(
     events: Sequence[DPEvent] = EVENTS, delta: float = DELTA, **changes: Any
 ) -> PrivacyRecord:

@@ -9,9 +9,10 @@ safety checks (pubsub-ml.txt §3.2, §4).
 
 from __future__ import annotations
 
-from pubsubml.artifacts.card import MLPArchitecture, ModelCard, PrivacyRecord, derive_model_id
+from pubsubml.artifacts.card import MLPArchitecture, ModelCard, derive_model_id
 from pubsubml.artifacts.export import Artifact, export_model, load_artifact, make_artifact
-from pubsubml.artifacts.published import PublishedModel, check_privacy_record, predict_many
+from pubsubml.artifacts.privacy_record import PrivacyRecord, account_epsilon, check_privacy_record
+from pubsubml.artifacts.published import PublishedModel, predict_many
 from pubsubml.artifacts.signing import (
     generate_signing_key,
     key_id,
@@ -31,6 +32,7 @@ __all__ = [
     "ModelCard",
     "PrivacyRecord",
     "PublishedModel",
+    "account_epsilon",
     "check_privacy_record",
     "derive_model_id",
     "export_model",

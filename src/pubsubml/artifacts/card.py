@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -22,13 +21,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    field_serializer,
     field_validator,
     model_validator,
 )
 
+from pubsubml.artifacts.privacy_record import PrivacyRecord
 from pubsubml.errors import UntrustedArtifactError
-from pubsubml.privacy.events import DPEvent, Mechanism
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -47,8 +45,6 @@ MAX_FEATURES = 4096
 MAX_ENCODED = 65536
 MAX_CATEGORIES = 4096
 MAX_CLASSES = 1024
-MAX_EVENTS = 1024
-MAX_SCOPE = 256
 MAX_LAYERS = 64
 MAX_UNITS = 65536
 
@@ -59,8 +55,6 @@ _B64_SIG_RE = re.compile(r"^[A-Za-z0-9+/]{86}==$")  # 64 bytes in standard base6
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 Label = str | int | float
-Accountant = Literal["pld", "rdp", "pure"]
-_INFINITY = "Infinity"
 
 
 def derive_model_id(publisher: str, weights_sha256: str) -> str:
@@ -152,137 +146,6 @@ class MLPArchitecture(BaseModel):
         return shapes
 
 
-def summarize_events(events: Sequence[DPEvent]) -> dict[str, Any]:
-    """Convenience fields of a :class:`PrivacyRecord`, derived from its events.
-
-    ``mechanism``, ``noise_multiplier`` and ``sample_rate`` are set when every event shares them;
-    ``steps`` is the total count of ``subsampled_gaussian`` events (DP-SGD steps), else ``None``.
-    """
-    mechanisms = {e.mechanism for e in events}
-    noises = {e.noise_multiplier for e in events}
-    rates = {e.sample_rate for e in events if e.mechanism == "subsampled_gaussian"}
-    steps = sum(e.count for e in events if e.mechanism == "subsampled_gaussian")
-    return {
-        "mechanism": next(iter(mechanisms)) if len(mechanisms) == 1 else None,
-        "noise_multiplier": next(iter(noises)) if len(noises) == 1 else None,
-        "sample_rate": next(iter(rates)) if len(rates) == 1 else None,
-        "steps": steps or None,
-    }
-
-
-class PrivacyRecord(BaseModel):
-    """What ran on the publisher's private data, and the (ε, δ) an accountant derives from it.
-
-    Parameters
-    ----------
-    events : list of DPEvent
-        Every DP release behind the model (empty for a non-private model).
-    mechanism, noise_multiplier, sample_rate, steps
-        Convenience fields; they must equal :func:`summarize_events` of ``events``.
-    epsilon : float
-        ε computed by ``accountant`` from ``events`` at ``delta``; ``inf`` for a non-private model
-        (serialized as the JSON string ``"Infinity"``).
-    delta : float
-        δ in [0, 1).
-    accountant : {"pld", "rdp", "pure"} or None
-        The accountant that computed ε (``"pure"``: basic composition of pure ε-DP events, at
-        δ = 0); ``None`` exactly when there are no events.
-    data_scope : list of str, optional
-        Which data the events spent budget on (e.g. ``["2024-q1"]``), for parallel composition.
-
-    Raises
-    ------
-    pydantic.ValidationError
-        Inconsistent or out-of-range fields, with the reason.
-
-    Examples
-    --------
-    >>> PrivacyRecord.from_events([], epsilon=float("inf"), delta=0.0).is_private
-    False
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    events: list[DPEvent] = Field(max_length=MAX_EVENTS)
-    mechanism: Mechanism | None = None
-    noise_multiplier: float | None = None
-    sample_rate: float | None = None
-    steps: int | None = None
-    epsilon: float
-    delta: float
-    accountant: Accountant | None = None
-    data_scope: list[str] | None = Field(default=None, max_length=MAX_SCOPE)
-
-    @classmethod
-    def from_events(
-        cls,
-        events: Sequence[DPEvent],
-        *,
-        epsilon: float,
-        delta: float,
-        accountant: Accountant | None = None,
-        data_scope: Sequence[str] | None = None,
-    ) -> PrivacyRecord:
-        """Build a record, filling the convenience fields from ``events``."""
-        return cls(
-            events=list(events),
-            epsilon=float(epsilon),
-            delta=float(delta),
-            accountant=accountant,
-            data_scope=None if data_scope is None else list(data_scope),
-            **summarize_events(events),
-        )
-
-    @field_validator("epsilon", mode="before")
-    @classmethod
-    def _parse_infinity(cls, v: Any) -> Any:
-        return math.inf if v == _INFINITY else v
-
-    @field_serializer("epsilon", when_used="json")
-    def _dump_infinity(self, v: float) -> float | str:
-        return _INFINITY if math.isinf(v) else v
-
-    @field_validator("data_scope")
-    @classmethod
-    def _scope(cls, v: list[str] | None) -> list[str] | None:
-        for s in v or []:
-            _check_text(s, "data_scope entry")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> PrivacyRecord:
-        if math.isnan(self.epsilon) or not self.epsilon > 0:
-            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
-        if not 0.0 <= self.delta < 1.0:
-            raise ValueError(f"delta must be in [0, 1), got {self.delta}")
-        if not self.events:
-            if not math.isinf(self.epsilon) or self.accountant is not None:
-                raise ValueError(
-                    "a record without DP events is a non-private model: epsilon must be "
-                    "'Infinity' and accountant null"
-                )
-        else:
-            if math.isinf(self.epsilon):
-                raise ValueError("a record with DP events needs a finite epsilon")
-            if self.accountant is None:
-                raise ValueError("a record with DP events must name the accountant that computed ε")
-            if (self.accountant == "pure") != (self.delta == 0.0):
-                raise ValueError(
-                    "the 'pure' accountant applies exactly at delta = 0; 'pld' and 'rdp' need "
-                    f"delta > 0 (got accountant {self.accountant!r}, delta {self.delta})"
-                )
-        expected = summarize_events(self.events)
-        actual = {k: getattr(self, k) for k in expected}
-        if actual != expected:
-            raise ValueError(f"convenience fields {actual} disagree with the events: {expected}")
-        return self
-
-    @property
-    def is_private(self) -> bool:
-        """True when the model was trained with DP (ε finite)."""
-        return bool(self.events)
-
-
 class ModelCard(BaseModel):
     """The signed description of one published model (see the module docstring).
 
@@ -318,6 +181,11 @@ class ModelCard(BaseModel):
     ------
     pydantic.ValidationError
         Any malformed or inconsistent field, with the reason.
+
+    References
+    ----------
+    pubsub-ml.txt §3.2 (publish/subscribe on feature metadata; channels match ``input_schema``),
+    §4 Step 3 (public defaults for feature extension).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)

@@ -26,16 +26,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from pubsubml.artifacts.card import (
     MAX_CARD_BYTES,
-    Accountant,
     Label,
     MLPArchitecture,
     ModelCard,
-    PrivacyRecord,
     derive_model_id,
 )
 from pubsubml.artifacts.codecs import DEFAULT_MAX_WEIGHTS_BYTES
-from pubsubml.artifacts.onnx_codec import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
-from pubsubml.artifacts.published import PublishedModel, account_epsilon
+from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
+from pubsubml.artifacts.privacy_record import Accountant, PrivacyRecord, account_epsilon
+from pubsubml.artifacts.published import PublishedModel
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import key_id, sign_card
 from pubsubml.errors import PrivacyError, UntrustedArtifactError
@@ -201,7 +200,7 @@ def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -
     Events come from ``privacy_events_`` and δ from ``delta_``.  ε is computed by the PLD
     accountant (RDP when the estimator's ``accountant_`` says it reported RDP), or by basic
     composition of pure ε-DP events when δ = 0 (diffprivlib models; see
-    :func:`~pubsubml.artifacts.published.account_epsilon`), and must equal the estimator's
+    :func:`~pubsubml.artifacts.privacy_record.account_epsilon`), and must equal the estimator's
     ``epsilon_``.  An estimator without events is non-private (ε = ∞).
 
     Raises
@@ -352,6 +351,11 @@ def export_model(
         No converter for the model.
     PrivacyError
         The estimator's ε disagrees with its DP events.
+
+    References
+    ----------
+    pubsub-ml.txt §3.2 and Algorithm 3, line 2 (publishers release (ε^p, δ^p)-DP models of any
+    type); §4 (models are used as black boxes over their declared features).
     """
     if format not in ("auto", "onnx", "safetensors"):
         raise ValueError(f"format must be 'auto', 'onnx' or 'safetensors', got {format!r}")

@@ -18,25 +18,21 @@ from typing import Any
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pubsubml.artifacts.card import Accountant, ModelCard, PrivacyRecord
+from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DEFAULT_MAX_WEIGHTS_BYTES, DecodeOptions, Runner
 from pubsubml.artifacts.onnx_codec import load_onnx
+from pubsubml.artifacts.privacy_record import check_privacy_record
 from pubsubml.artifacts.safetensors_codec import MLPRunner, MLPStack, load_safetensors
 from pubsubml.artifacts.signing import verify_card
 from pubsubml.errors import (
     DigestMismatchError,
-    InvalidPrivacyParameterError,
-    PubsubmlError,
     UntrustedArtifactError,
 )
-from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
     "PublishedModel",
-    "account_epsilon",
     "build_runner",
-    "check_privacy_record",
     "predict_many",
 ]
 
@@ -67,74 +63,6 @@ def build_runner(card: ModelCard, weights: bytes, options: DecodeOptions | None 
     return runner
 
 
-def account_epsilon(events: Sequence[DPEvent], delta: float, accountant: Accountant) -> float:
-    """ε at δ of the sequential composition of ``events``.
-
-    ``"pld"`` and ``"rdp"`` call :func:`pubsubml.privacy.accountant.compute_epsilon` (δ in (0, 1));
-    ``"pure"`` is basic composition of pure ε-DP events at δ = 0 (diffprivlib models):
-    ε = Σ count·ε_i for ``approx_dp`` events with δ_i = 0 and Σ count/b for ``laplace`` events
-    (b = noise multiplier, scale over L1 sensitivity).
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        ``"pure"`` with δ ≠ 0 or with an event that is not pure ε-DP; δ outside (0, 1) otherwise.
-
-    Examples
-    --------
-    >>> account_epsilon([DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0)] * 2, 0.0, "pure")
-    1.0
-    """
-    if accountant != "pure":
-        from pubsubml.privacy.accountant import compute_epsilon  # dp-accounting loads on first use
-
-        return float(compute_epsilon(events, delta, backend=accountant))
-    if delta != 0.0:
-        raise InvalidPrivacyParameterError(f"pure ε-DP accounting is at δ = 0, got δ = {delta}")
-    total = 0.0
-    for e in events:
-        if e.mechanism == "approx_dp" and e.delta == 0.0 and e.epsilon is not None:
-            total += e.count * e.epsilon
-        elif e.mechanism == "laplace" and e.noise_multiplier is not None:
-            total += e.count / e.noise_multiplier
-        else:
-            raise InvalidPrivacyParameterError(
-                f"a {e.mechanism} event with δ = {e.delta} is not pure ε-DP; account it at δ > 0"
-            )
-    return total
-
-
-def check_privacy_record(record: PrivacyRecord, *, rtol: float = 1e-6) -> float:
-    """Recompute ε from the record's DP events and check the card does not understate it.
-
-    The accountant caches its results per (events, δ, backend): publishers sharing one training
-    configuration cost one accountant call.
-
-    Returns
-    -------
-    float
-        The recomputed ε (``inf`` for a non-private model).
-
-    Raises
-    ------
-    UntrustedArtifactError
-        The claimed ε is below the accountant's, or the events cannot be accounted at δ.
-    """
-    if not record.events:
-        return float("inf")
-    assert record.accountant is not None  # guaranteed by PrivacyRecord validation
-    try:
-        epsilon = account_epsilon(record.events, record.delta, record.accountant)
-    except (PubsubmlError, ValueError) as exc:
-        raise UntrustedArtifactError(f"the privacy record cannot be accounted: {exc}") from None
-    if record.epsilon < epsilon * (1.0 - rtol):
-        raise UntrustedArtifactError(
-            f"the card claims ε = {record.epsilon:.6g} but its DP events give ε = {epsilon:.6g} "
-            f"at δ = {record.delta:g} ({record.accountant} accountant)"
-        )
-    return epsilon
-
-
 class PublishedModel:
     """A verified published model M^p used as a black box (pubsub-ml.txt §4).
 
@@ -144,6 +72,11 @@ class PublishedModel:
     ----------
     card : ModelCard
     runner : Runner
+
+    References
+    ----------
+    pubsub-ml.txt §4 (CUSTOMIZE: models used only through their outputs; Step 3, feature
+    extension with public default values), §5 Theorem 3 (subscribers spend no privacy).
     """
 
     def __init__(self, card: ModelCard, runner: Runner) -> None:
@@ -331,6 +264,10 @@ def predict_many(
     -------
     list of ndarray
         ``predict_outputs`` of each model, in order: (n_samples, n_outputs_i).
+
+    References
+    ----------
+    pubsub-ml.txt §4, Eqn 2: m(x) is the concatenation of these outputs.
     """
     if blas_threads is None:
         return _predict_many(models, X, max_chunk_bytes, block_rows)

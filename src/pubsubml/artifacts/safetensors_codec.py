@@ -234,6 +234,10 @@ class MLPStack:
     ------
     ValueError
         Empty, or architectures differ.
+
+    References
+    ----------
+    pubsub-ml.txt §4, Eqn 2 (m(x) over many subscribed models), §7.2 Table 4 (the networks).
     """
 
     def __init__(self, runners: Sequence[MLPRunner]):

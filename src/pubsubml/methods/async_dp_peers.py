@@ -58,8 +58,11 @@ _FIELDS = {
 def _post(url: str, payload: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
     data = json.dumps(payload).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return dict(json.loads(response.read()))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:  # the learner refused this message: report and go on
+        return dict(json.loads(exc.read() or b"{}")) | {"status": "error"}
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -234,6 +237,9 @@ def _run_owner(cfg: dict[str, Any]) -> None:
             except PrivacyBudgetExceededError:
                 _post(url + "/refuse", {"owner": me, "ticket": reply["ticket"]})
                 break
+            except DataValidationError:  # a query outside Θ: refuse it, nothing was charged
+                _post(url + "/refuse", {"owner": me, "ticket": reply["ticket"]})
+                continue
             _post(url + "/answer", {"owner": me, "ticket": reply["ticket"], "gradient": gradient})
     except (urllib.error.URLError, OSError):
         status = "learner gone"

@@ -396,6 +396,13 @@ def _ablation_plot(by_setting: pd.DataFrame, by_arch: pd.DataFrame, path: Path) 
     plt.close(fig)
 
 
+def _one_thread() -> None:
+    """One torch thread: the runs are timed on a shared 2-core machine, where spinning threads stall."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 BENCHES: dict[str, Callable[[Path, bool], pd.DataFrame]] = {
     "accuracy": bench_accuracy,
     "communication": bench_communication,
@@ -410,6 +417,7 @@ def bench(
     smoke: SmokeOption = False,
 ) -> None:
     """Run a ProxyFL benchmark and write docs/results/proxyfl-<name>.{csv,md,png}."""
+    _one_thread()
     names = sorted(BENCHES) if name == "all" else [name]
     for n in names:
         if n not in BENCHES:
@@ -420,6 +428,7 @@ def bench(
 
 def _bench_command(fn: Callable[[Path, bool], pd.DataFrame]) -> Callable[..., None]:
     def command(out: OutOption = Path("docs/results"), smoke: SmokeOption = False) -> None:
+        _one_thread()
         fn(out, smoke)
 
     command.__doc__ = (fn.__doc__ or "").splitlines()[0]

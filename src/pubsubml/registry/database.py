@@ -109,7 +109,10 @@ def lock_feed_clock(session: Session) -> FeedClockRow:
     (``FOR UPDATE`` is not rendered there).
     """
     row = session.execute(
-        select(FeedClockRow).where(FeedClockRow.id == 1).with_for_update()
+        select(FeedClockRow)
+        .where(FeedClockRow.id == 1)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).scalar_one_or_none()
     if row is None:  # pragma: no cover - the initial migration inserts it
         raise RuntimeError("feed_clock row is missing: the database was not migrated")

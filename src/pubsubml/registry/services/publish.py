@@ -29,9 +29,10 @@ from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from pubsubml.artifacts import account_epsilon
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DecodeOptions
-from pubsubml.artifacts.published import account_epsilon, build_runner
+from pubsubml.artifacts.published import build_runner
 from pubsubml.artifacts.signing import public_key_from_base64, verify_card
 from pubsubml.errors import (
     ConflictError,

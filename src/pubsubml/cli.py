@@ -40,6 +40,34 @@ def demo(
     run_demo(workdir=workdir, seed=seed)
 
 
+def _mount_registry() -> None:
+    from pubsubml.registry import cli as registry_cli
+
+    app.add_typer(registry_cli.registry_app, name="registry")
+    app.add_typer(registry_cli.site_app, name="site")
+    app.add_typer(registry_cli.features_app, name="features")
+    app.add_typer(registry_cli.models_app, name="models")
+    app.command("publish")(registry_cli.publish_command)
+    app.command("subscribe")(registry_cli.subscribe_command)
+    app.command("pull")(registry_cli.pull_command)
+    app.command("budget")(registry_cli.budget_command)
+
+
+_mount_registry()
+
+bench_app = typer.Typer(help="Run an experiment; results go to docs/results/.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+def _mount_methods() -> None:
+    from pubsubml.methods import async_dp_cli
+
+    async_dp_cli.register(app, bench_app)
+
+
+_mount_methods()
+
+
 def main() -> None:
     """Entry point for ``python -m pubsubml``."""
     app()

@@ -20,6 +20,7 @@ from pubsubml.methods.async_dp_oracle import SquaredLossOracle
 from pubsubml.methods.async_dp_simulation import simulate_async_dp
 from pubsubml.methods.cost_of_privacy import FitnessStatistics, optimal_parameters, relative_fitness
 from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import Release
 
 
@@ -198,3 +199,13 @@ def test_learner_rejects_bad_input() -> None:
     with pytest.raises(DataValidationError):
         learner.update(0, np.zeros(2), np.array([np.inf, 0.0]))
     assert learner.iteration == 0 and not learner.theta_learner.any()
+
+
+def test_accountant_at_small_delta_vs_pure_composition() -> None:
+    # T Laplace answers of noise multiplier T/ε_i: pure DP composes to exactly ε_i at δ = 0 (the
+    # paper's accounting); the PLD accountant gives (ε, δ) guarantees below ε_i for δ > 0.
+    many = DPEvent(mechanism="laplace", noise_multiplier=1000.0, count=1000)
+    assert compute_epsilon([many], 1e-12) == pytest.approx(0.197, abs=0.005)
+    assert compute_epsilon([many], 1e-6) == pytest.approx(0.116, abs=0.005)
+    one = DPEvent(mechanism="laplace", noise_multiplier=1.0, count=1)
+    assert compute_epsilon([one], 1e-12) == pytest.approx(1.0, abs=1e-3)

@@ -30,7 +30,9 @@ def _root() -> None:
 def demo(
     workdir: Annotated[
         Path | None,
-        typer.Option(help="Folder for the demo's registry, keys and artifacts (default: a temp dir)."),
+        typer.Option(
+            help="Folder for the demo's registry, keys and artifacts (default: a temp dir)."
+        ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the generated sites.")] = 0,
 ) -> None:
@@ -55,7 +57,9 @@ def _mount_registry() -> None:
 
 _mount_registry()
 
-bench_app = typer.Typer(help="Run an experiment; results go to docs/results/.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Run an experiment; results go to docs/results/.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 

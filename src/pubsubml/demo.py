@@ -151,7 +151,9 @@ def _split(data: Dataset, sizes: list[int], seed: int) -> list[Dataset]:
     return out
 
 
-def _run(url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Console) -> dict[str, dict[str, float]]:
+def _run(
+    url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Console
+) -> dict[str, dict[str, float]]:
     names = list(PUBLISHERS) + list(SUBSCRIBERS)
     sizes = [cfg.publisher_rows] * len(PUBLISHERS) + [cfg.subscriber_rows] * len(SUBSCRIBERS)
     # One concept (IID sites): publishers have more data, subscribers little (Scenario 1, §8.1.1).
@@ -202,7 +204,11 @@ def _run(url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Consol
         # PubSub-ML*: the same network without DP, kept in-process as the reference (§8.3.4).
         reference_models.append(
             DPMLPClassifier(
-                schema=site.schema, classes=data.classes, epochs=cfg.epochs, dp=False, random_state=seed
+                schema=site.schema,
+                classes=data.classes,
+                epochs=cfg.epochs,
+                dp=False,
+                random_state=seed,
             ).fit(X, part.y)
         )
         eps_rdp = compute_epsilon(model.privacy_events_, cfg.delta, backend="rdp")
@@ -233,7 +239,9 @@ def _run(url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Consol
         own = DPMLPClassifier(
             schema=site.schema, classes=data.classes, epochs=cfg.epochs, dp=False, random_state=seed
         ).fit(X_tr, y_tr)
-        custom = Customizer(models=models, schema=site.schema, classes=data.classes, random_state=seed)
+        custom = Customizer(
+            models=models, schema=site.schema, classes=data.classes, random_state=seed
+        )
         custom.fit(X_tr, y_tr)
         ContributionReport.from_customizer(custom, name).report(clients[name])
         matching = [
@@ -256,18 +264,24 @@ def _run(url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Consol
         table.add_column("method")
         table.add_column("test accuracy", justify="right")
         table.add_column("what it uses")
-        table.add_row("Own", f"{scores[name]['Own']:.3f}", f"own non-private MLP on {len(X_tr)} rows")
+        table.add_row(
+            "Own", f"{scores[name]['Own']:.3f}", f"own non-private MLP on {len(X_tr)} rows"
+        )
         table.add_row(
             "PubSub-ML",
             f"{scores[name]['PubSub-ML']:.3f}",
             "CUSTOMIZE over own model + DP models (ε = 1 each)",
         )
         table.add_row(
-            "PubSub-ML*", f"{scores[name]['PubSub-ML*']:.3f}", "same, publishers without DP (reference)"
+            "PubSub-ML*",
+            f"{scores[name]['PubSub-ML*']:.3f}",
+            "same, publishers without DP (reference)",
         )
         console.print(table)
         contributions = admin.contributions(subscriber=name)
-        console.print(f"  contribution scores reported to the registry: {len(contributions)} models")
+        console.print(
+            f"  contribution scores reported to the registry: {len(contributions)} models"
+        )
     return scores
 
 
@@ -286,7 +300,9 @@ class _AsPublished:
 
     def __init__(self, model: DPMLPClassifier) -> None:
         self._model = model
-        schema: FeatureSchema = model.schema_
+        schema: FeatureSchema | None = model.schema_
+        if schema is None:
+            raise ValueError("the reference model needs a FeatureSchema")
         self.schema = schema
         self.input_features = schema.names
         self.classes = list(model.classes_)

@@ -75,7 +75,9 @@ class Feature(BaseModel):
     def _consistent(self) -> Feature:
         if self.kind == "numeric":
             if self.lower is None or self.upper is None:
-                raise ValueError(f"numeric feature {self.name!r} needs public lower and upper bounds")
+                raise ValueError(
+                    f"numeric feature {self.name!r} needs public lower and upper bounds"
+                )
             if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
                 raise ValueError(f"bounds of {self.name!r} must be finite")
             if not self.lower < self.upper:
@@ -326,7 +328,12 @@ class FeatureSchema(BaseModel):
 
     @classmethod
     def numeric(
-        cls, names: Sequence[str], *, lower: float = 0.0, upper: float = 1.0, default: float | None = None
+        cls,
+        names: Sequence[str],
+        *,
+        lower: float = 0.0,
+        upper: float = 1.0,
+        default: float | None = None,
     ) -> FeatureSchema:
         """A schema of numeric features sharing the same public bounds and default.
 
@@ -406,8 +413,10 @@ class Channel(BaseModel):
             else:
                 op = m.group("op")
                 if expect_name:
-                    raise ChannelSyntaxError(f"operator {op!r} at position {m.start('op')} has no "
-                                             f"feature before it in channel {text!r}")
+                    raise ChannelSyntaxError(
+                        f"operator {op!r} at position {m.start('op')} has no "
+                        f"feature before it in channel {text!r}"
+                    )
                 if op in "|∨":
                     terms.append([])
                 expect_name = True

@@ -11,82 +11,27 @@ re-customizes (Algorithm 3, line 5) on each new chunk of its own stream and scor
 test part of its most recent chunk (§8.3.3), and prequentially on each new chunk before learning
 from it.
 
-:func:`hyperplane_chunks` turns river's ``synth.Hyperplane`` generator into DataFrame chunks.
+:func:`~pubsubml.sim.datasets.hyperplane_chunks` (re-exported here) turns river's
+``synth.Hyperplane`` generator into DataFrame chunks.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from river.datasets import synth
 from sklearn.base import clone
 from sklearn.model_selection import train_test_split
 
 from pubsubml.hub import Hub
 from pubsubml.methods.pubsub import Customizer
-from pubsubml.schema import Channel, FeatureSchema
+from pubsubml.schema import Channel
+from pubsubml.sim.datasets import hyperplane_chunks, hyperplane_schema
 from pubsubml.sites import Site
 
 __all__ = ["StreamPublisher", "StreamSubscriber", "hyperplane_chunks", "hyperplane_schema"]
-
-
-def hyperplane_schema(n_features: int = 10) -> FeatureSchema:
-    """Public schema of Hyperplane data: features ``x0 … x{d-1}`` in [0, 1], default 0.5."""
-    return FeatureSchema.numeric([f"x{i}" for i in range(n_features)], lower=0.0, upper=1.0)
-
-
-def hyperplane_chunks(
-    n_chunks: int,
-    chunk_size: int,
-    *,
-    seed: int,
-    n_features: int = 10,
-    n_drift_features: int = 2,
-    mag_change: float = 0.001,
-    noise_percentage: float = 0.05,
-    sigma: float = 0.1,
-) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
-    """Consecutive disjoint chunks of one river ``synth.Hyperplane`` stream.
-
-    With ``mag_change > 0`` the hyperplane rotates a little after every example (concept drift,
-    pubsub-ml.txt §7.1 Table 3, §8.3.3).  The generator's weights come from ``seed``: streams with
-    the same seed share the initial concept.
-
-    Yields
-    ------
-    X : DataFrame of shape (chunk_size, n_features)
-        Columns ``x0 …``, values in [0, 1] (see :func:`hyperplane_schema`).
-    y : ndarray of shape (chunk_size,), int64 labels in {0, 1}
-
-    Examples
-    --------
-    >>> X, y = next(hyperplane_chunks(1, 5, seed=42, n_features=3))
-    >>> list(X.columns), y.shape
-    (['x0', 'x1', 'x2'], (5,))
-    """
-    if n_chunks < 0 or chunk_size < 1:
-        raise ValueError("need n_chunks >= 0 and chunk_size >= 1")
-    stream = iter(
-        synth.Hyperplane(
-            seed=seed,
-            n_features=n_features,
-            n_drift_features=n_drift_features,
-            mag_change=mag_change,
-            noise_percentage=noise_percentage,
-            sigma=sigma,
-        )
-    )
-    columns = [f"x{i}" for i in range(n_features)]
-    for _ in range(n_chunks):
-        rows = list(itertools.islice(stream, chunk_size))
-        X = np.array([[x[i] for i in range(n_features)] for x, _ in rows], dtype=np.float64)
-        y = np.array([label for _, label in rows], dtype=np.int64)
-        yield pd.DataFrame(X, columns=columns), y
 
 
 def _reseeded(estimator: Any, t: int) -> Any:

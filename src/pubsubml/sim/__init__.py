@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from pubsubml.sim.datasets import Dataset, hyperplane, hyperplane_chunks
+from pubsubml.sim.datasets import Dataset, hyperplane, hyperplane_chunks, hyperplane_schema
 
-__all__ = ["Dataset", "hyperplane", "hyperplane_chunks"]
+__all__ = ["Dataset", "hyperplane", "hyperplane_chunks", "hyperplane_schema"]

@@ -7,6 +7,7 @@ bounds and defaults written here as domain knowledge, never computed from the da
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -17,7 +18,7 @@ from river.datasets import synth
 
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["Dataset", "hyperplane", "hyperplane_chunks"]
+__all__ = ["Dataset", "hyperplane", "hyperplane_chunks", "hyperplane_schema"]
 
 
 @dataclass(frozen=True)
@@ -55,57 +56,62 @@ class Dataset:
         )
 
 
-def _hyperplane_schema(n_features: int) -> FeatureSchema:
-    # river's Hyperplane draws every feature uniformly from [0, 1]: public bounds by construction.
+def hyperplane_schema(n_features: int = 10) -> FeatureSchema:
+    """Public schema of Hyperplane data: features ``x0 … x{d-1}`` in [0, 1], default 0.5.
+
+    river's Hyperplane draws every feature uniformly from [0, 1]: public bounds by construction.
+    """
     return FeatureSchema.numeric([f"x{i}" for i in range(n_features)], lower=0.0, upper=1.0)
 
 
 def hyperplane_chunks(
+    n_chunks: int,
     chunk_size: int,
     *,
     seed: int,
     n_features: int = 10,
     n_drift_features: int = 2,
-    mag_change: float = 0.0,
+    mag_change: float = 0.001,
     noise_percentage: float = 0.05,
     sigma: float = 0.1,
-) -> Iterator[Dataset]:
-    """An endless stream of consecutive chunks from river's rotating-hyperplane generator.
+) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
+    """Consecutive disjoint chunks of one river ``synth.Hyperplane`` stream.
 
-    With ``mag_change > 0`` the hyperplane drifts between rows (concept drift, pubsub-ml.txt §6,
-    §7.1 Table 3: p1 = ``n_features``, p2 = ``n_drift_features``, p3 = ``noise_percentage``,
-    p4 = ``mag_change``, p5 = ``sigma``).
+    With ``mag_change > 0`` the hyperplane rotates a little after every example (concept drift,
+    pubsub-ml.txt §7.1 Table 3: p1 = ``n_features``, p2 = ``n_drift_features``, p3 =
+    ``noise_percentage``, p4 = ``mag_change``, p5 = ``sigma``; §8.3.3).  The generator's weights
+    come from ``seed``: streams with the same seed share the initial concept.
+
+    Yields
+    ------
+    X : DataFrame of shape (chunk_size, n_features)
+        Columns ``x0 …``, values in [0, 1] (see :func:`hyperplane_schema`).
+    y : ndarray of shape (chunk_size,), int64 labels in {0, 1}
 
     Examples
     --------
-    >>> first = next(hyperplane_chunks(5, seed=1))
-    >>> first.X.shape, first.classes
-    ((5, 10), (0, 1))
+    >>> X, y = next(hyperplane_chunks(1, 5, seed=42, n_features=3))
+    >>> list(X.columns), y.shape
+    (['x0', 'x1', 'x2'], (5,))
     """
-    gen = synth.Hyperplane(
-        seed=seed,
-        n_features=n_features,
-        n_drift_features=n_drift_features,
-        mag_change=mag_change,
-        noise_percentage=noise_percentage,
-        sigma=sigma,
-    )
-    schema = _hyperplane_schema(n_features)
-    it = iter(gen)
-    while True:
-        rows = np.empty((chunk_size, n_features))
-        labels = np.empty(chunk_size, dtype=np.int64)
-        for i in range(chunk_size):
-            x, label = next(it)
-            rows[i] = [x[j] for j in range(n_features)]
-            labels[i] = int(label)
-        yield Dataset(
-            X=pd.DataFrame(rows, columns=schema.names),
-            y=labels,
-            schema=schema,
-            task="classification",
-            classes=(0, 1),
+    if n_chunks < 0 or chunk_size < 1:
+        raise ValueError("need n_chunks >= 0 and chunk_size >= 1")
+    stream = iter(
+        synth.Hyperplane(
+            seed=seed,
+            n_features=n_features,
+            n_drift_features=n_drift_features,
+            mag_change=mag_change,
+            noise_percentage=noise_percentage,
+            sigma=sigma,
         )
+    )
+    columns = [f"x{i}" for i in range(n_features)]
+    for _ in range(n_chunks):
+        rows = list(itertools.islice(stream, chunk_size))
+        X = np.array([[x[i] for i in range(n_features)] for x, _ in rows], dtype=np.float64)
+        y = np.array([label for _, label in rows], dtype=np.int64)
+        yield pd.DataFrame(X, columns=columns), y
 
 
 def hyperplane(
@@ -121,9 +127,16 @@ def hyperplane(
     """``n_rows`` rows of river's ``synth.Hyperplane`` (pubsub-ml.txt §7.1, "Hyperplane").
 
     Different seeds give different hyperplanes, i.e. sites with different concepts.
+
+    Examples
+    --------
+    >>> d = hyperplane(5, seed=1)
+    >>> d.X.shape, d.classes
+    ((5, 10), (0, 1))
     """
-    return next(
+    X, y = next(
         hyperplane_chunks(
+            1,
             n_rows,
             seed=seed,
             n_features=n_features,
@@ -132,4 +145,7 @@ def hyperplane(
             noise_percentage=noise_percentage,
             sigma=sigma,
         )
+    )
+    return Dataset(
+        X=X, y=y, schema=hyperplane_schema(n_features), task="classification", classes=(0, 1)
     )

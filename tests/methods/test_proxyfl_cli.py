@@ -1,0 +1,47 @@
+"""The ProxyFL command line: mounting, rank ranges and a smoke bench."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import typer
+from typer.testing import CliRunner
+
+from pubsubml.methods import proxyfl_cli
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """One intra-op thread: the 2-core test machine is shared, and spinning threads stall."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)  # the commands set one thread for their process
+
+
+def _root() -> typer.Typer:
+    root, bench = typer.Typer(), typer.Typer()
+    root.add_typer(proxyfl_cli.app, name="proxyfl")
+    root.add_typer(bench, name="bench")
+    proxyfl_cli.register_bench_commands(bench)
+    return root
+
+
+def test_bench_commands_are_mounted_under_their_names() -> None:
+    result = CliRunner().invoke(_root(), ["bench", "--help"])
+    for name in ("proxyfl-accuracy", "proxyfl-communication", "proxyfl-ablations"):
+        assert name in result.output
+    assert "launch" in CliRunner().invoke(_root(), ["proxyfl", "--help"]).output
+
+
+def test_rank_ranges() -> None:
+    assert proxyfl_cli._ranks("0-2,5", 8) == [0, 1, 2, 5]
+    assert proxyfl_cli._ranks(None, 3) == [0, 1, 2]
+
+
+def test_unknown_bench_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(_root(), ["proxyfl", "bench", "nope", "--out", str(tmp_path)])
+    assert result.exit_code != 0
+    assert not list(tmp_path.iterdir())

@@ -14,8 +14,8 @@ from pubsubml.methods import proxyfl_cli
 
 
 @pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: the 2-core test machine is shared, and spinning threads stall."""
+def _restore_torch_threads() -> Iterator[None]:
+    """The bench commands set one torch thread for their process: restore it after each test."""
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)  # the commands set one thread for their process

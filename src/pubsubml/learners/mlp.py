@@ -286,7 +286,7 @@ def fit_many(estimator: _DPMLPBase, Xs: Sequence[Any], ys: Sequence[Any]) -> lis
     >>> Xs = [rng.random((60, 3)) for _ in range(4)]
     >>> ys = [(X[:, 0] > 0.5).astype(int) for X in Xs]
     >>> est = DPMLPClassifier(classes=[0, 1], hidden_layer_sizes=(8,), epochs=2, batch_size=20,
-    ...                       noise_multiplier=1.0, random_state=0)
+    ...                       noise_multiplier=1.0, accountant="rdp", random_state=0)
     >>> models = fit_many(est, Xs, ys)
     >>> [m.steps_ for m in models], round(models[0].epsilon_, 2) == round(models[3].epsilon_, 2)
     ([6, 6, 6, 6], True)
@@ -368,7 +368,8 @@ class DPMLPClassifier(ClassifierMixin, _DPMLPBase):
     -----
     The guarantee is record-level (ε, δ)-DP under add/remove-one neighbours for the run reported
     in ``privacy_events_``: Poisson sampling, per-sample clipping to C, N(0, σ²C²) noise.  Input
-    scaling uses only the public schema.
+    scaling uses only the public schema.  The number of rows n sets q = batch_size / n and the
+    number of steps; as in Opacus, n is treated as public.
 
     References
     ----------
@@ -468,6 +469,11 @@ class DPMLPRegressor(RegressorMixin, _DPMLPBase):
     Raises
     ------
     See :meth:`fit`; malformed ``target_bounds`` raise ValueError.
+
+    Notes
+    -----
+    The guarantee is that of :class:`DPMLPClassifier`.  Clipping bounds each row's influence
+    whatever the target's scale, so unbounded targets cost accuracy, never privacy.
 
     References
     ----------

@@ -72,15 +72,19 @@ def _summary(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return agg.reset_index()
 
 
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3f}"
+    return str(v)
+
+
 def _write_table(df: pd.DataFrame, path: Path, title: str, notes: str) -> None:
     path.with_suffix(".csv").write_text(df.to_csv(index=False))
     lines = [f"# {title}", "", notes, ""]
     cols = list(df.columns)
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        lines.append(
-            "| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |"
-        )
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
@@ -246,34 +250,38 @@ def bench_communication(out: Path, smoke: bool = False) -> pd.DataFrame:
                 )
             per_round = pd.DataFrame([r["seconds"] for r in res]).max(axis=0)  # slowest peer
             sent = [r["bytes_sent"] for r in res]
+            # traffic of the busiest node, both directions: PushSum sends and receives one message,
+            # the central server (rank 0) receives as much as it sends
+            busiest = 2 * (sent[0] if scheme == "central" else max(sent))
             rows.append(
                 {
                     "clients": K,
                     "scheme": scheme,
-                    "seconds_per_round_median": float(per_round.median()),
-                    "seconds_per_round_mean": float(per_round.mean()),
-                    "bytes_per_client_per_round": float(pd.Series(sent[1:] or sent).mean()),
-                    "busiest_node_bytes_per_round": float(max(sent))
-                    * (2 if scheme == "central" else 1),
-                    "total_bytes_per_round": float(sum(sent))
-                    + (float(sent[0]) if scheme == "central" else 0.0),
+                    "ms_per_round_median": 1e3 * float(per_round.median()),
+                    "ms_per_round_mean": 1e3 * float(per_round.mean()),
+                    "KB_sent_per_client": float(pd.Series(sent[1:] or sent).mean()) / 1e3,
+                    "KB_busiest_node": busiest / 1e3,
+                    "KB_total": float(sum(sent)) / 1e3,
                 }
             )
     df = pd.DataFrame(rows)
-    _write_table(
-        df,
-        out / "proxyfl-communication",
-        "Communication per round: exponential-graph PushSum vs central averaging (real processes)",
-        f"Command: `pubsubml bench proxyfl-communication{' --smoke' if smoke else ''}`.  One OS process "
-        f"per client, gloo over 127.0.0.1 on a 2-core x86-64 CPU; {rounds} timed rounds after 3 warm-up "
-        f"rounds, barrier before each, time of the slowest peer; a proxy of {dim} float32.  Central: "
-        "rank 0 is the server (receives K−1 models, sends K−1 means; its traffic counts both ways).",
+    notes = (
+        f"Command: `pubsubml bench proxyfl-communication{' --smoke' if smoke else ''}`.  One OS "
+        f"process per client, gloo over 127.0.0.1 on a shared 2-core x86-64 CPU; {rounds} timed "
+        "rounds after 3 warm-up rounds, a barrier before each, time of the slowest peer; a proxy of "
+        f"{dim} float32.  PushSum: each client sends one message of d + 1 floats to one peer.  "
+        "Central: rank 0 is the server (receives K − 1 models, sends K − 1 means).  Busiest-node "
+        "traffic counts both directions."
     )
-    _comm_plot(df, out / "proxyfl-communication")
+    comm_report(df, out / "proxyfl-communication", notes)
     return df
 
 
-def _comm_plot(df: pd.DataFrame, path: Path) -> None:
+def comm_report(df: pd.DataFrame, path: Path, notes: str) -> None:
+    """CSV, Markdown and figure of the communication benchmark (re-run from the CSV)."""
+    _write_table(
+        df, path, "Communication per round: exponential-graph PushSum vs central averaging", notes
+    )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -281,10 +289,10 @@ def _comm_plot(df: pd.DataFrame, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for scheme, sub in df.groupby("scheme"):
-        axes[0].plot(sub["clients"], sub["seconds_per_round_median"] * 1e3, "o-", label=scheme)
-        axes[1].plot(sub["clients"], sub["busiest_node_bytes_per_round"] / 1e6, "o-", label=scheme)
-    axes[0].set(xlabel="clients", ylabel="ms per round (median)", title="communication time")
-    axes[1].set(xlabel="clients", ylabel="MB per round, busiest node", title="communication volume")
+        axes[0].plot(sub["clients"], sub["ms_per_round_median"], "o-", label=scheme)
+        axes[1].plot(sub["clients"], sub["KB_busiest_node"] / 1e3, "o-", label=scheme)
+    axes[0].set(xlabel="clients (processes)", ylabel="ms per round (median)", title="time")
+    axes[1].set(xlabel="clients (processes)", ylabel="MB per round, busiest node", title="volume")
     axes[0].legend()
     fig.tight_layout()
     fig.savefig(path.with_suffix(".png"), dpi=110)
@@ -328,70 +336,83 @@ def bench_ablations(out: Path, smoke: bool = False) -> pd.DataFrame:
     ).rows
     df = pd.DataFrame(rows)
     df.to_csv(out / "proxyfl-ablations.csv", index=False)
-    last = df[(df["round"] == setup.rounds) & (df["test"] == "global")]
-    last = last.assign(label=last.apply(_label, axis=1))
-    by_setting = (
-        last.groupby(["ablation", "setting", "label"])["accuracy"]
-        .agg(["mean", "std"])
-        .reset_index()
+    header = (
+        f"Command: `pubsubml bench proxyfl-ablations{' --smoke' if smoke else ''}`; "
+        f"{setup.dataset}, {_describe(setup)}.  Architectures: one per two clients "
+        f"({', '.join(mixed)}); Regular trains each with DP-SGD on the engine's generic path."
     )
-    by_arch = (
-        last[last["ablation"] == "architectures"]
-        .groupby(["label", "arch"])["accuracy"]
-        .agg(["mean", "std"])
-        .reset_index()
-    )
-    lines = [
-        "# ProxyFL ablations (global IID test accuracy at the last round, mean ± std over clients)",
-        "",
-        f"Command: `pubsubml bench proxyfl-ablations{' --smoke' if smoke else ''}`; {setup.dataset}, {_describe(setup)}.",
-        "The DP rows of the p_major = 0.8 setting are in proxyfl-accuracy.  Architectures: one per "
-        f"two clients ({', '.join(mixed)}); Regular trains each with DP-SGD (generic path).",
-        "",
-        "| ablation | setting | model | accuracy |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r.ablation} | {r.setting} | {r.label} | {r.mean:.3f} ± {r.std:.3f} |"
-        for r in by_setting.itertuples()
-    ]
-    lines += ["", "| model | private architecture | accuracy |", "|---|---|---|"]
-    lines += [
-        f"| {r.label} | {r.arch} | {r.mean:.3f} ± {r.std:.3f} |" for r in by_arch.itertuples()
-    ]
-    (out / "proxyfl-ablations.md").write_text("\n".join(lines) + "\n")
-    _ablation_plot(by_setting, by_arch, out / "proxyfl-ablations")
+    ablation_report(df, out / "proxyfl-ablations", header)
     return df
 
 
-def _ablation_plot(by_setting: pd.DataFrame, by_arch: pd.DataFrame, path: Path) -> None:
+def ablation_report(df: pd.DataFrame, path: Path, header: str) -> None:
+    """Markdown table and figure of the ablations from their rows (re-run from the CSV)."""
+    rounds = df.groupby(["ablation", "setting", "method"])["round"].transform("max")
+    last = df[(df["round"] == rounds) & (df["test"] == "global")]
+    last = last.assign(label=last.apply(_label, axis=1), setting=last["setting"].astype(str))
+    stats = last.groupby(["ablation", "setting", "label"])["accuracy"].agg(["mean", "std"])
+    skew = stats.loc["p_major"]["mean"].unstack(0)
+    skew_std = stats.loc["p_major"]["std"].unstack(0)
+    dp = pd.DataFrame(
+        {"DP": skew[skew.columns.max()], "non-DP": stats.loc["dp"]["mean"].xs("non-DP")}
+    )
+    arch = (
+        last[last["ablation"] == "architectures"]
+        .groupby(["arch", "label"])["accuracy"]
+        .agg(["mean", "std"])
+    )
+    fmt = lambda m, sd: f"{m:.3f} ± {sd:.3f}"  # noqa: E731
+    lines = [
+        "# ProxyFL ablations (global IID test accuracy at the last round, mean ± std over clients)",
+        "",
+        header,
+        "",
+        "## (a) non-IID skew p_major (DP)",
+        "",
+        "| model | " + " | ".join(f"p_major = {c}" for c in skew.columns) + " |",
+        "|---|" + "---|" * len(skew.columns),
+    ]
+    for label in skew.index:
+        cells = [fmt(skew.loc[label, c], skew_std.loc[label, c]) for c in skew.columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "## (b) heterogeneous private architectures (DP proxies)", ""]
+    lines += ["| private architecture | model | accuracy |", "|---|---|---|"]
+    lines += [
+        f"| {key[0]} | {key[1]} | {fmt(r['mean'], r['std'])} |"  # type: ignore[index]
+        for key, r in arch.iterrows()
+    ]
+    lines += ["", f"## (c) with and without DP-SGD (p_major = {skew.columns.max()})", ""]
+    lines += ["| model | DP | non-DP |", "|---|---|---|"]
+    lines += [f"| {lab} | {r['DP']:.3f} | {r['non-DP']:.3f} |" for lab, r in dp.iterrows()]
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    _ablation_plot(skew, skew_std, arch, dp, path)
+
+
+def _ablation_plot(
+    skew: pd.DataFrame, skew_std: pd.DataFrame, arch: pd.DataFrame, dp: pd.DataFrame, path: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    pm = by_setting[by_setting["ablation"] == "p_major"]
-    for label, sub in pm.groupby("label"):
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    x = [float(c) for c in skew.columns]
+    for label in skew.index:
         axes[0].errorbar(
-            sub["setting"].astype(float),
-            sub["mean"],
-            sub["std"],
-            marker="o",
-            label=label,
-            capsize=2,
+            x, skew.loc[label], skew_std.loc[label], marker="o", capsize=2, label=label
         )
-    axes[0].set(xlabel="p_major", ylabel="accuracy", title="(a) non-IID skew")
+    axes[0].set(xlabel="p_major", ylabel="accuracy", title="(a) non-IID skew (DP)")
     axes[0].legend(fontsize=7)
-    for i, (label, sub) in enumerate(by_arch.groupby("label")):
-        x = range(len(sub))
-        axes[1].bar([v + 0.4 * i for v in x], sub["mean"], 0.4, yerr=sub["std"], label=label)
-        axes[1].set_xticks([v + 0.2 for v in x], sub["arch"])
-    axes[1].set(title="(b) heterogeneous private models", ylabel="accuracy")
+    table = arch["mean"].unstack(1)
+    errors = arch["std"].unstack(1)
+    table.plot.bar(ax=axes[1], yerr=errors, rot=0, capsize=2)
+    axes[1].set(
+        title="(b) heterogeneous private models", xlabel="private architecture", ylabel="accuracy"
+    )
     axes[1].legend(fontsize=7)
-    dp = by_setting[by_setting["ablation"] == "dp"]
-    axes[2].barh(dp["label"], dp["mean"], xerr=dp["std"])
-    axes[2].set(title="(c) without DP-SGD", xlabel="accuracy")
+    dp.plot.barh(ax=axes[2])
+    axes[2].set(title="(c) with and without DP-SGD", xlabel="accuracy")
     fig.tight_layout()
     fig.savefig(path.with_suffix(".png"), dpi=110)
     plt.close(fig)

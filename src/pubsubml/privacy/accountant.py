@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
@@ -48,7 +49,8 @@ Backend = Literal["pld", "rdp"]
 #: PLD grid step relative to ε: Δ ≤ PLD_RESOLUTION · min(1, ε̂), never above dp-accounting's 1e-4.
 PLD_RESOLUTION = 1e-4
 # Integer RDP orders: a subset of dp-accounting's default orders, fast to evaluate in closed form.
-_INTEGER_ORDERS = (*range(2, 64), 128, 256, 512, 1024)
+_INTEGER_ORDERS: tuple[float, ...] = (*range(2, 64), 128, 256, 512, 1024)
+_DEFAULT_ORDERS: tuple[float, ...] = tuple(rdp_lib.DEFAULT_RDP_ORDERS)
 
 
 def check_epsilon(epsilon: float) -> None:
@@ -146,8 +148,26 @@ def _approx_dp_totals(events: Sequence[DPEvent]) -> tuple[float, float]:
     )
 
 
-def _rdp_epsilon(events: tuple[DPEvent, ...], delta: float, orders: Sequence[float]) -> float:
-    """RDP ε; ``approx_dp`` events join by basic composition (their ε added, their δ subtracted)."""
+@functools.lru_cache(maxsize=1024)
+def _single_rdp(event: DPEvent, orders: tuple[float, ...]) -> np.ndarray:
+    """RDP curve of one run of ``event`` (``count`` ignored), from dp-accounting's RdpAccountant.
+
+    Cached: a ledger that recomposes at every charge adds cached curves instead of recomputing
+    them (an uncached subsampled-Gaussian curve costs tens of milliseconds).
+    """
+    single = event.model_copy(update={"count": 1})
+    curve = np.asarray(
+        rdp_lib.RdpAccountant(orders=list(orders)).compose(_dp_accounting_event(single)).rdp
+    )
+    curve.setflags(write=False)
+    return curve
+
+
+def _rdp_epsilon(events: tuple[DPEvent, ...], delta: float, orders: tuple[float, ...]) -> float:
+    """RDP ε; ``approx_dp`` events join by basic composition (their ε added, their δ subtracted).
+
+    The curve is Σ count · curve(event) in event order, the same arithmetic as ``RdpAccountant``.
+    """
     approx_eps, approx_delta = _approx_dp_totals(events)
     curve = [e for e in events if e.mechanism != "approx_dp"]
     rest = delta - approx_delta
@@ -155,10 +175,10 @@ def _rdp_epsilon(events: tuple[DPEvent, ...], delta: float, orders: Sequence[flo
         return approx_eps if not curve and rest == 0.0 else math.inf
     if not curve:
         return approx_eps
-    accountant = rdp_lib.RdpAccountant(orders=list(orders))
+    total = np.zeros(len(orders), dtype=np.float64)
     for event in curve:
-        accountant.compose(_dp_accounting_event(event))
-    return float(accountant.get_epsilon(rest)) + approx_eps
+        total += event.count * _single_rdp(event.model_copy(update={"count": 1}), orders)
+    return float(rdp_lib.compute_epsilon(list(orders), total, rest)[0]) + approx_eps
 
 
 def _nice_interval(epsilon_hint: float, resolution: float) -> float:
@@ -275,7 +295,7 @@ def _pld_backend(events: tuple[DPEvent, ...], delta: float) -> float:
 
 
 def _rdp_backend(events: tuple[DPEvent, ...], delta: float) -> float:
-    return _rdp_epsilon(events, delta, rdp_lib.DEFAULT_RDP_ORDERS)
+    return _rdp_epsilon(events, delta, _DEFAULT_ORDERS)
 
 
 # Explicit map from a backend name to its ε function (no string dispatch elsewhere).
@@ -354,6 +374,13 @@ class PrivacyAccountant:
     ------
     UnknownAccountantError
         On an unknown backend.
+
+    Notes
+    -----
+    The reported ε covers what was recorded, nothing else: call :meth:`step` for every DP-SGD step
+    that ran (with Poisson sampling at rate q, which the subsampled-Gaussian analysis assumes) and
+    :meth:`record` every other release that read the same data.  Releases computed only from the
+    outputs need no record (pubsub-ml.txt §3.1, Theorem 2).
 
     Examples
     --------

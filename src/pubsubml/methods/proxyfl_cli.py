@@ -74,7 +74,9 @@ def _summary(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 def _cell(v: object) -> str:
     if isinstance(v, float):
-        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3f}"
+        if v != v or v == 0.0:  # NaN or zero
+            return "" if v != v else "0"
+        return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3f}" if abs(v) >= 0.01 else f"{v:.0e}"
     return str(v)
 
 
@@ -166,7 +168,8 @@ def bench_accuracy(out: Path, smoke: bool = False) -> pd.DataFrame:
         out / "proxyfl-epsilon",
         "Per-client (ε, δ) from the PLD accountant over the DP-SGD steps actually run",
         "The budget rows run ProxyFL with per-client budgets: a client drops out before a round "
-        "that would exceed its budget (proxyfl.txt §3.3).",
+        "that would exceed its budget (proxyfl.txt §3.3).  run_seconds: wall time of the whole "
+        "method run.",
     )
     return df
 
@@ -199,7 +202,7 @@ def _eps_rows(
             "budget": "none",
             "epsilon": e,
             "delta": setup.config.delta,
-            "seconds": seconds,
+            "run_seconds": seconds,
         }
         for k, (n, e) in enumerate(zip(sizes, eps, strict=True))
     ]
@@ -230,7 +233,7 @@ def _budget_demo(split: FederatedSplit, setup: _Setup) -> list[dict[str, Any]]:
             "budget": budgets[k],
             "epsilon": model.epsilons_[k],
             "delta": cfg.delta,
-            "seconds": float("nan"),
+            "run_seconds": float("nan"),
         }
         for k in range(K)
     ]

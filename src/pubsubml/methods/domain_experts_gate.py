@@ -1,0 +1,143 @@
+"""The mixture of a general model and a private expert, and the gradients a user sends.
+
+Pure per-sample math of FL with private domain experts (fl-domain-experts.txt §3.2): the gate
+α_i(x) = sigmoid(w_iᵀx + b_i), the mixture of Eq. 3, its loss, and the clipped per-sample
+gradients with respect to the general model's parameters Θ_G that Algorithm 1 (mixture loss) or
+Algorithm 2 (the general model's own loss, §3.2.1) sends to the server.  The clipping reuses
+:func:`pubsubml.privacy.dpsgd.clip_per_sample`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+
+from pubsubml.privacy.dpsgd import clip_per_sample
+
+__all__ = ["Task", "general_gradients", "mixture_loss", "mixture_output"]
+
+Task = Literal["classification", "regression"]
+
+
+def _model_output(out: Tensor, task: Task) -> Tensor:
+    """Probabilities (classification) or the regressed value of shape (b,) (regression)."""
+    return torch.softmax(out, dim=-1) if task == "classification" else out[..., 0]
+
+
+def mixture_output(general_out: Tensor, private_out: Tensor, alpha: Tensor, task: Task) -> Tensor:
+    """Eq. 3: ŷ = α·M_G(x) + (1 − α)·M_P(x).
+
+    For classification the two models' class *probabilities* are mixed (the multiclass extension
+    of fl-domain-experts.txt §3.2, footnote 1; for two classes it is the paper's mixture of
+    positive-class probabilities).
+
+    Parameters
+    ----------
+    general_out, private_out : Tensor of shape (b, n_outputs)
+        Raw outputs (logits, or the value in column 0 for regression).
+    alpha : Tensor of shape (b,)
+        Gate values in (0, 1).
+    task : {"classification", "regression"}
+
+    Returns
+    -------
+    Tensor of shape (b, n_classes) (probabilities) or (b,) (values)
+
+    Examples
+    --------
+    >>> g, p = torch.tensor([[1.0]]), torch.tensor([[3.0]])
+    >>> mixture_output(g, p, torch.tensor([0.25]), "regression")
+    tensor([2.5000])
+    """
+    a = alpha if task == "regression" else alpha.unsqueeze(-1)
+    return a * _model_output(general_out, task) + (1 - a) * _model_output(private_out, task)
+
+
+def mixture_loss(pred: Tensor, y: Tensor, task: Task) -> Tensor:
+    """Per-sample loss of a prediction: squared error, or −log of the true class's probability.
+
+    Parameters
+    ----------
+    pred : Tensor of shape (b,) or (b, n_classes)
+        Output of :func:`mixture_output` (or of one model through the same transform).
+    y : Tensor of shape (b,)
+        Targets (float) or class codes (long).
+
+    Returns
+    -------
+    Tensor of shape (b,)
+    """
+    if task == "regression":
+        return (pred - y) ** 2
+    p = pred.gather(-1, y.long().unsqueeze(-1)).squeeze(-1)
+    return -torch.log(p.clamp_min(1e-12))
+
+
+def general_gradients(
+    general: nn.Module,
+    private: nn.Module,
+    gate: nn.Module,
+    X: Tensor,
+    y: Tensor,
+    *,
+    algorithm: Literal[1, 2],
+    task: Task,
+    max_grad_norm: float | None,
+) -> tuple[dict[str, Tensor], Tensor]:
+    """Per-sample gradients with respect to Θ_G, clipped to norm C: what a user's batch sends.
+
+    Algorithm 1 differentiates the mixture loss ℓ(y, ŷ) of Eq. 3, so the gate scales the general
+    model's gradient by α(x); Algorithm 2 differentiates the general model's own loss
+    ℓ(y, M_G(x)) regardless of the gate (fl-domain-experts.txt §3.2 Algorithm 1 line 8, §3.2.1).
+
+    Parameters
+    ----------
+    general, private, gate : nn.Module
+        M_G, M_P and the gate (a ``Linear(d, 1)`` whose sigmoid is α).  Only ``general``'s
+        parameters are differentiated.
+    X : Tensor of shape (b, d)
+    y : Tensor of shape (b,)
+    algorithm : {1, 2}
+    task : {"classification", "regression"}
+    max_grad_norm : float or None
+        C; ``None`` leaves the gradients unclipped (non-private runs).
+
+    Returns
+    -------
+    grads : dict of str to Tensor of shape (b, *param.shape)
+        Keyed by ``general``'s parameter names.
+    norms : Tensor of shape (b,)
+        The per-sample norms before clipping.
+
+    Examples
+    --------
+    >>> g, p, a = nn.Linear(2, 1), nn.Linear(2, 1), nn.Linear(2, 1)
+    >>> grads, norms = general_gradients(g, p, a, torch.ones(3, 2), torch.zeros(3), algorithm=2,
+    ...                                  task="regression", max_grad_norm=1.0)
+    >>> tuple(grads["weight"].shape), tuple(norms.shape)
+    ((3, 1, 2), (3,))
+    """
+    params = {k: v.detach() for k, v in general.named_parameters()}
+    with torch.no_grad():
+        private_out = private(X)
+        alpha = torch.sigmoid(gate(X)[:, 0])
+
+    def sample_loss(p: Mapping[str, Tensor], xi: Tensor, yi: Tensor, pi: Tensor, ai: Tensor) -> Tensor:
+        out = functional_call(general, dict(p), (xi.unsqueeze(0),))
+        if algorithm == 1:
+            pred = mixture_output(out, pi.unsqueeze(0), ai.unsqueeze(0), task)
+        else:
+            pred = _model_output(out, task)
+        return mixture_loss(pred, yi.unsqueeze(0), task).sum()
+
+    grads: dict[str, Tensor] = vmap(grad(sample_loss), in_dims=(None, 0, 0, 0, 0))(
+        params, X, y, private_out, alpha
+    )
+    if max_grad_norm is None:
+        norms = torch.stack([g.reshape(g.shape[0], -1).pow(2).sum(1) for g in grads.values()])
+        return grads, norms.sum(0).sqrt()
+    return clip_per_sample(grads, max_grad_norm)

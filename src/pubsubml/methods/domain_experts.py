@@ -70,8 +70,10 @@ class DomainExpertsFL(BaseEstimator):
     gate_fraction : float, default=0.5
         Share of each user's rows held out as H to train the gate only (§3.2: "we split the
         training data in two").
-    lr_general, lr_private, lr_gate : float, default=0.01, 0.01, 0.05
-        Adam learning rates of the server update, the experts and the gates.
+    server_optimizer : {"sgd", "adam"}, default="sgd"
+        How the server applies the averaged noisy gradient to Θ_G (post-processing either way).
+    lr_general, lr_private, lr_gate : float, default=0.1, 0.01, 0.05
+        Learning rates of the server update and of the users' Adam steps on experts and gates.
     dp : bool, default=True
         ``False``: no clipping and no noise (the σ = 0, unclipped reference).
     target_epsilon, target_delta : float, default=2.0, 1e-5
@@ -135,7 +137,8 @@ class DomainExpertsFL(BaseEstimator):
         batch_size: int = 50,
         client_fraction: float = 1.0,
         gate_fraction: float = 0.5,
-        lr_general: float = 0.01,
+        server_optimizer: Literal["sgd", "adam"] = "sgd",
+        lr_general: float = 0.1,
         lr_private: float = 0.01,
         lr_gate: float = 0.05,
         dp: bool = True,
@@ -157,6 +160,7 @@ class DomainExpertsFL(BaseEstimator):
         self.batch_size = batch_size
         self.client_fraction = client_fraction
         self.gate_fraction = gate_fraction
+        self.server_optimizer = server_optimizer
         self.lr_general = lr_general
         self.lr_private = lr_private
         self.lr_gate = lr_gate
@@ -191,6 +195,8 @@ class DomainExpertsFL(BaseEstimator):
             raise DataValidationError("no users")
         if not 0 < self.client_fraction <= 1 or not 0 < self.gate_fraction < 1:
             raise ValueError("need 0 < client_fraction <= 1 and 0 < gate_fraction < 1")
+        if self.server_optimizer not in ("sgd", "adam"):
+            raise ValueError(f"unknown server_optimizer {self.server_optimizer!r}")
         if self.rounds < 1 or self.batch_size < 1:
             raise ValueError("rounds and batch_size must be >= 1")
         if self.noise_multiplier is not None and not (
@@ -264,7 +270,11 @@ class DomainExpertsFL(BaseEstimator):
                 gate.weight.zero_()
                 gate.bias.zero_()  # α = 1/2: no prior preference
             gates.append(gate)
-        server_opt = torch.optim.Adam(general.parameters(), lr=self.lr_general)
+        server_opt: torch.optim.Optimizer = (
+            torch.optim.SGD(general.parameters(), lr=self.lr_general)
+            if self.server_optimizer == "sgd"
+            else torch.optim.Adam(general.parameters(), lr=self.lr_general)
+        )
         private_opts = [torch.optim.Adam(m.parameters(), lr=self.lr_private) for m in privates]
         gate_opts = [torch.optim.Adam(g.parameters(), lr=self.lr_gate) for g in gates]
         accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(n_users)]
@@ -320,8 +330,8 @@ class DomainExpertsFL(BaseEstimator):
         general: nn.Module,
         privates: list[nn.Sequential],
         gates: list[nn.Linear],
-        private_opts: list[torch.optim.Optimizer],
-        gate_opts: list[torch.optim.Optimizer],
+        private_opts: Sequence[torch.optim.Optimizer],
+        gate_opts: Sequence[torch.optim.Optimizer],
         rate: float,
         sigma: float,
         gen: torch.Generator,

@@ -1,0 +1,76 @@
+"""Command line of FL with private domain experts: the ``domain-experts-*`` benchmarks.
+
+Mounted in the main CLI with :func:`register` as ``pubsubml bench domain-experts-*``; each writes
+``<out-dir>/domain-experts-*.{csv,md,png}``.
+
+References
+----------
+fl-domain-experts.txt §4.1 (synthetic regression), §4.2 (many-domain classification), §4.3
+(100 users on MNIST, here mnist1d).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["BENCHMARKS", "bench", "register"]
+
+BENCHMARKS = (
+    "domain-experts-classification",
+    "domain-experts-mnist1d",
+    "domain-experts-regression",
+)
+
+
+def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> None:
+    """Run one ``domain-experts-*`` experiment and write its outputs to ``out_dir``.
+
+    Raises
+    ------
+    typer.Exit
+        With code 2 on an unknown benchmark name.
+    """
+    from pubsubml.sim.domain_experts_experiments import EXPERIMENTS, ExperimentConfig
+    from pubsubml.sim.domain_experts_mnist1d import run_mnist1d
+
+    experiments = {**EXPERIMENTS, "domain-experts-mnist1d": run_mnist1d}
+    if name not in experiments:
+        typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
+        raise typer.Exit(code=2)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    experiments[name](ExperimentConfig("smoke" if smoke else "full", seed=seed), out_dir)
+    typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
+
+
+def _bench_command(name: str) -> Callable[..., None]:
+    def command(
+        smoke: Annotated[
+            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
+        ] = False,
+        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
+            "docs/results"
+        ),
+        seed: Annotated[int, typer.Option(help="Seed of data and runs.")] = 0,
+    ) -> None:
+        bench(name, smoke=smoke, out_dir=out_dir, seed=seed)
+
+    command.__doc__ = f"Run the {name} experiment (writes docs/results/{name}*)."
+    return command
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Add every ``domain-experts-*`` benchmark to the ``bench`` group.
+
+    Examples
+    --------
+    >>> group = typer.Typer()
+    >>> register(group)
+    >>> sorted(c.name for c in group.registered_commands)
+    ['domain-experts-classification', 'domain-experts-mnist1d', 'domain-experts-regression']
+    """
+    for name in BENCHMARKS:
+        bench_app.command(name)(_bench_command(name))

@@ -1,32 +1,37 @@
 """Collaboration methods: PubSub-ML customization, stacking, streams and federated baselines.
 
 Methods talk to a :class:`~pubsubml.hub.Hub` only (DESIGN.md, "Simulation and deployment share
-method code").
+method code").  Names are imported lazily (PEP 562): peer processes that need one method do not
+pay for importing all of them.
 """
 
 from __future__ import annotations
 
-from pubsubml.methods.contributions import (
-    ContributionReport,
-    contribution_graph,
-    contribution_scores,
-    rank_publishers,
-)
-from pubsubml.methods.federated import DPFedAvg, FederatedMLP
-from pubsubml.methods.outputs import published_runner
-from pubsubml.methods.pubsub import Customizer
-from pubsubml.methods.stacking import (
-    StackingPersonalizer,
-    hybrid_partition,
-    release_dp_defaults,
-    vertical_partition,
-)
-from pubsubml.methods.streams import (
-    StreamPublisher,
-    StreamSubscriber,
-    hyperplane_chunks,
-    hyperplane_schema,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pubsubml.methods.contributions import (
+        ContributionReport,
+        contribution_graph,
+        contribution_scores,
+        rank_publishers,
+    )
+    from pubsubml.methods.federated import DPFedAvg, FederatedMLP
+    from pubsubml.methods.outputs import published_runner
+    from pubsubml.methods.pubsub import Customizer
+    from pubsubml.methods.stacking import (
+        StackingPersonalizer,
+        hybrid_partition,
+        release_dp_defaults,
+        vertical_partition,
+    )
+    from pubsubml.methods.streams import (
+        StreamPublisher,
+        StreamSubscriber,
+        hyperplane_chunks,
+        hyperplane_schema,
+    )
 
 __all__ = [
     "ContributionReport",
@@ -46,3 +51,35 @@ __all__ = [
     "release_dp_defaults",
     "vertical_partition",
 ]
+
+_HOME = {
+    "ContributionReport": "contributions",
+    "contribution_graph": "contributions",
+    "contribution_scores": "contributions",
+    "rank_publishers": "contributions",
+    "DPFedAvg": "federated",
+    "FederatedMLP": "federated",
+    "published_runner": "outputs",
+    "Customizer": "pubsub",
+    "StackingPersonalizer": "stacking",
+    "hybrid_partition": "stacking",
+    "release_dp_defaults": "stacking",
+    "vertical_partition": "stacking",
+    "StreamPublisher": "streams",
+    "StreamSubscriber": "streams",
+    "hyperplane_chunks": "streams",
+    "hyperplane_schema": "streams",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pubsubml.methods' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pubsubml.methods.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,6 +14,7 @@ skl2onnx can convert to ONNX.
 from __future__ import annotations
 
 import copy
+from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -86,7 +87,7 @@ def resolve_public_bounds(
     return lower, upper
 
 
-class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator):
+class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, metaclass=ABCMeta):
     """Base of the classifiers trained by diffprivlib on the schema-encoded matrix.
 
     Subclasses store their parameters in a keyword-only ``__init__`` (at least ``schema``,
@@ -113,9 +114,9 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator):
     epsilon: float
     random_state: Any
 
+    @abstractmethod
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
         """Fit and return the diffprivlib model on encoded ``Z`` and label codes 0..K-1."""
-        raise NotImplementedError
 
     def fit(self, X: Any, y: Any) -> Self:
         """Train the DP model; nothing changes if any check fails.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, Self, cast
 
@@ -78,7 +79,7 @@ class _Plan:
     config: DPSGDConfig
 
 
-class _DPMLPBase(SchemaInputMixin, BaseEstimator):
+class _DPMLPBase(SchemaInputMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared parameters, validation and training of the DP MLP estimators."""
 
     _loss: ClassVar[str]
@@ -103,9 +104,9 @@ class _DPMLPBase(SchemaInputMixin, BaseEstimator):
         return bool(self.dp) or not (isinstance(self.epochs, int) and self.epochs >= 10)
 
     # ---- validation (no attribute changes) ----------------------------------------------------
+    @abstractmethod
     def _targets(self, y: Any, n: int) -> tuple[torch.Tensor, np.ndarray | None, int]:
         """Training targets, the classes (classifier) and the number of network outputs."""
-        raise NotImplementedError
 
     def _noise_for(self, n: int, config: DPSGDConfig) -> float:
         if not isinstance(self.dp, bool | np.bool_):

@@ -41,6 +41,10 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
     if name not in experiments:
         typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
         raise typer.Exit(code=2)
+    import torch
+
+    # The models are tiny: one intra-op thread is far faster than thread hand-offs on few cores.
+    torch.set_num_threads(1)
     out_dir.mkdir(parents=True, exist_ok=True)
     experiments[name](ExperimentConfig("smoke" if smoke else "full", seed=seed), out_dir)
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")

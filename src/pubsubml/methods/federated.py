@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -68,7 +69,7 @@ def client_schedule(n_clients: int, per_round: int, rounds: int, seed: int) -> l
     return out
 
 
-class FederatedMLP(BaseEstimator):
+class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
     """Base of the DP federated baselines over MLPs: rounds of local DP-SGD, then aggregation.
 
     Subclasses implement :meth:`aggregate` (the server update).
@@ -159,6 +160,7 @@ class FederatedMLP(BaseEstimator):
         self.random_state = random_state
 
     # ---- server strategy ------------------------------------------------------------------
+    @abstractmethod
     def aggregate(
         self,
         global_params: list[torch.Tensor],
@@ -180,7 +182,6 @@ class FederatedMLP(BaseEstimator):
         -------
         list of Tensor: the new global parameters
         """
-        raise NotImplementedError
 
     # ---- training -------------------------------------------------------------------------
     def _encode_clients(

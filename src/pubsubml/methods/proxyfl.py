@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
@@ -177,7 +178,7 @@ def warn_if_weak(cohort: ClientCohort, rounds: int) -> None:
     warnings.warn(msg, WeakPrivacyWarning, stacklevel=3)
 
 
-class ProxyMethod(BaseEstimator):  # type: ignore[misc]
+class ProxyMethod(BaseEstimator, metaclass=ABCMeta):  # type: ignore[misc]
     """Base of ProxyFL and its baselines: per-client DP proxies, optional private models.
 
     Subclasses choose whether clients keep a private model (:attr:`uses_private`) and how proxies
@@ -203,8 +204,9 @@ class ProxyMethod(BaseEstimator):  # type: ignore[misc]
         self.config = config
         self.seed = seed
 
+    @abstractmethod
     def _communicator(self, n_clients: int) -> Communicator:
-        raise NotImplementedError
+        """Implemented by each concrete method."""
 
     @property
     def default_model(self) -> Literal["private", "proxy"]:

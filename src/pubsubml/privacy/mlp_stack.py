@@ -1,0 +1,497 @@
+"""The fast DP-SGD path: ``S`` multilayer perceptrons trained at once, one per site.
+
+:class:`MLPStack` holds ``S`` MLPs (Linear + elementwise activation) of one architecture, their
+parameters stacked along a leading site dimension, and never materialises per-sample gradients:
+the per-sample gradient of a linear layer is the outer product ``g_i a_iᵀ``, so
+``‖∇_i‖² = Σ_layers ‖g_i‖²(‖a_i‖² + 1)`` and the clipped sum is ``(c ∘ G)ᵀ A``, one batched matmul
+per layer ("ghost clipping").  :func:`train_dp_stacked` draws for every site exactly what
+:func:`~pubsubml.privacy.dpsgd.train_dp` draws (see :mod:`pubsubml.privacy.dpsgd` for the
+randomness protocol), and its optimizer is ``S`` independent copies of torch's Adam or SGD (both
+are elementwise).
+
+Notes
+-----
+The guarantee holds for what each :class:`~pubsubml.privacy.dpsgd_spec.TrainResult` reports
+(steps, sample rate, σ, C) and for add/remove-one neighbours; compute ε from its ``events``.  The
+same caveats on the pseudo-random generator as in :mod:`pubsubml.privacy.dpsgd` apply.
+
+References
+----------
+pubsub-ml.txt §7.2 (Table 4 networks) and §8 (DP-SGD); Abadi et al., "Deep learning with
+differential privacy", CCS 2016.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from pubsubml.errors import DataValidationError
+from pubsubml.privacy.dpsgd_spec import (
+    _CLIP_EPS,
+    ACTIVATIONS,
+    DPSGDConfig,
+    Loss,
+    TrainResult,
+    _activation,
+    _check_data,
+    _loss,
+)
+
+__all__ = ["MLPStack", "train_dp_stacked"]
+
+_BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8  # torch.optim.Adam defaults
+
+
+class _Scratch:
+    """Reusable flat buffers: large temporaries are not reallocated at every step."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, Tensor] = {}
+
+    def get(self, name: str, shape: Sequence[int]) -> Tensor:
+        numel = math.prod(shape)
+        buf = self._bufs.get(name)
+        if buf is None or buf.numel() < numel:
+            buf = self._bufs[name] = torch.empty(int(numel * 1.25) + 1)
+        return buf[:numel].view(*shape)
+
+
+def _buffer(scratch: _Scratch | None, name: str, shape: Sequence[int]) -> Tensor:
+    return torch.empty(*shape) if scratch is None else scratch.get(name, shape)
+
+
+class MLPStack:
+    """``S`` MLPs of one architecture, parameters stacked along a leading site dimension.
+
+    Parameters
+    ----------
+    weights : sequence of Tensor of shape (S, out_l, in_l)
+    biases : sequence of Tensor of shape (S, out_l)
+    activation : {"tanh", "relu", "sigmoid"}
+        Applied after every layer but the last.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not chain, or an unknown activation.
+
+    Examples
+    --------
+    >>> stack = MLPStack.init((10, 100, 50, 2), "tanh", [torch.Generator() for _ in range(3)])
+    >>> tuple(stack.forward(torch.zeros(3, 7, 10)).shape), stack.layer_sizes
+    ((3, 7, 2), (10, 100, 50, 2))
+    """
+
+    def __init__(
+        self, weights: Sequence[Tensor], biases: Sequence[Tensor], activation: str
+    ) -> None:
+        self._act = _activation(activation)
+        if not weights or len(weights) != len(biases):
+            raise ValueError("an MLPStack needs as many bias as weight tensors, at least one")
+        S = weights[0].shape[0]
+        for i, (w, b) in enumerate(zip(weights, biases, strict=True)):
+            chained = i == 0 or w.shape[2] == weights[i - 1].shape[1]
+            if w.dim() != 3 or w.shape[0] != S or b.shape != (S, w.shape[1]) or not chained:
+                raise ValueError(
+                    f"layer {i}: weight {tuple(w.shape)} and bias {tuple(b.shape)} do not chain"
+                )
+        self._shapes = [
+            tuple(t.shape[1:]) for pair in zip(weights, biases, strict=True) for t in pair
+        ]
+        #: All parameters of each site in one row, (S, P): the optimizer and the noise act on it
+        #: in single operations; ``weights`` and ``biases`` are views into it.
+        self.flat = torch.empty(S, sum(math.prod(shape) for shape in self._shapes))
+        views = self._views(self.flat)
+        for view, t in zip(
+            views, (t for pair in zip(weights, biases, strict=True) for t in pair), strict=True
+        ):
+            view.copy_(t.detach())
+        self.weights, self.biases = views[0::2], views[1::2]
+        self.activation = activation
+
+    @property
+    def n_sites(self) -> int:
+        """Number of stacked models ``S``."""
+        return int(self.weights[0].shape[0])
+
+    @property
+    def layer_sizes(self) -> tuple[int, ...]:
+        """(n_inputs, hidden…, n_outputs)."""
+        return (int(self.weights[0].shape[2]), *(int(w.shape[1]) for w in self.weights))
+
+    def _views(self, flat: Tensor) -> list[Tensor]:
+        """Per-parameter views (S, *shape) of a flat (S, P) tensor, in :meth:`parameters` order."""
+        sizes = [math.prod(shape) for shape in self._shapes]
+        return [
+            c.view(-1, *shape) for c, shape in zip(flat.split(sizes, 1), self._shapes, strict=True)
+        ]
+
+    def parameters(self) -> list[Tensor]:
+        """Stacked parameters in ``nn.Sequential.parameters()`` order: W0, b0, W1, b1, …"""
+        return [t for pair in zip(self.weights, self.biases, strict=True) for t in pair]
+
+    @classmethod
+    def init(
+        cls, layer_sizes: Sequence[int], activation: str, generators: Sequence[torch.Generator]
+    ) -> MLPStack:
+        """One model per generator, each as :func:`init_mlp` draws it (U(±1/√fan_in))."""
+        S, pairs = len(generators), list(itertools.pairwise(layer_sizes))
+        weights = [torch.empty(S, fan_out, fan_in) for fan_in, fan_out in pairs]
+        biases = [torch.empty(S, fan_out) for _, fan_out in pairs]
+        for s, g in enumerate(generators):
+            for w, b in zip(weights, biases, strict=True):
+                torch.rand(w.shape[1:], generator=g, out=w[s])
+                torch.rand(b.shape[1:], generator=g, out=b[s])
+        for w, b in zip(weights, biases, strict=True):
+            bound = 1.0 / math.sqrt(w.shape[2])
+            w.mul_(2 * bound).sub_(bound)
+            b.mul_(2 * bound).sub_(bound)
+        return cls(weights, biases, activation)
+
+    @classmethod
+    def from_modules(cls, modules: Sequence[nn.Sequential]) -> MLPStack:
+        """Stack ``nn.Sequential`` MLPs (Linear, activation, …, Linear) of one architecture.
+
+        Raises
+        ------
+        ValueError
+            Modules that are not such MLPs, mix activations or differ in shape.
+        """
+        parts = [list(mod) for mod in modules]
+        kinds = {type(m) for p in parts for m in p[1::2]}
+        mlp = all(
+            len(p) % 2 == 1
+            and all(isinstance(m, nn.Linear) and m.bias is not None for m in p[0::2])
+            for p in parts
+        )
+        # A single Linear layer applies no activation: any name will do.
+        names = [k for k, a in ACTIVATIONS.items() if {a.module} == kinds] if kinds else ["tanh"]
+        if not parts or not mlp or len(names) != 1 or len({len(p) for p in parts}) != 1:
+            raise ValueError("expected nn.Sequential(Linear, activation, …, Linear) of one shape")
+        layers = list(zip(*(p[0::2] for p in parts), strict=True))
+        weights = [torch.stack([lin.weight.detach() for lin in layer]) for layer in layers]
+        biases = [torch.stack([lin.bias.detach() for lin in layer]) for layer in layers]
+        return cls(weights, biases, names[0])
+
+    def to_modules(self) -> list[nn.Sequential]:
+        """The ``S`` models as ``nn.Sequential`` of alternating ``nn.Linear`` and activations."""
+        out = []
+        with torch.random.fork_rng(devices=[]):  # nn.Linear's own init must not move the global RNG
+            for s in range(self.n_sites):
+                layers: list[nn.Module] = []
+                for w, b in zip(self.weights, self.biases, strict=True):
+                    lin = nn.Linear(w.shape[2], w.shape[1])
+                    lin.weight, lin.bias = nn.Parameter(w[s].clone()), nn.Parameter(b[s].clone())
+                    layers += [lin, self._act.module()]
+                out.append(nn.Sequential(*layers[:-1]))
+        return out
+
+    def forward(self, X: Tensor) -> Tensor:
+        """Outputs of shape (S, b, n_outputs) for inputs of shape (S, b, n_inputs)."""
+        return self._forward(X, None)[-1]
+
+    def _forward(self, X: Tensor, scratch: _Scratch | None) -> list[Tensor]:
+        acts, last = [X], len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            out = _buffer(
+                scratch if i < last else None, f"a{i}", (X.shape[0], X.shape[1], w.shape[1])
+            )
+            z = torch.baddbmm(b.unsqueeze(1), acts[-1], w.transpose(1, 2), out=out)
+            acts.append(self._act.forward_(z) if i < last else z)
+        return acts
+
+    def _layer_grads(
+        self, X: Tensor, y: Tensor, valid: Tensor, loss: Loss, scratch: _Scratch | None
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Layer inputs ``A_l`` (S, b, in_l) and per-sample output gradients ``G_l`` (S, b, out_l)."""
+        acts = self._forward(X, scratch)
+        g = loss.output_grad(acts[-1], y).mul_(valid.unsqueeze(-1))
+        grads = [g]
+        for i in range(len(self.weights) - 1, 0, -1):
+            h = torch.bmm(g, self.weights[i], out=_buffer(scratch, f"g{i}", acts[i].shape))
+            g = self._act.backward_(h, acts[i], _buffer(scratch, "tmp", acts[i].shape))
+            grads.append(g)
+        return acts[:-1], grads[::-1]
+
+    def per_sample_gradients(
+        self, X: Tensor, y: Tensor, valid: Tensor, loss: str | Loss = "cross_entropy"
+    ) -> list[Tensor]:
+        """Materialised per-sample gradients (S, b, *param.shape), in :meth:`parameters` order.
+
+        A reference for tests; training uses :meth:`clipped_gradient_sum`, which never builds them.
+        """
+        A, G = self._layer_grads(X, y, valid, _loss(loss), None)
+        return [
+            t for a, g in zip(A, G, strict=True) for t in (torch.einsum("sbo,sbi->sboi", g, a), g)
+        ]
+
+    def clipped_gradient_sum(
+        self,
+        X: Tensor,
+        y: Tensor,
+        valid: Tensor,
+        loss: str | Loss,
+        max_grad_norm: Tensor | None,
+        scratch: _Scratch | None = None,
+        out: Tensor | None = None,
+    ) -> tuple[list[Tensor], Tensor]:
+        """Sum over samples of per-sample gradients clipped to ``max_grad_norm`` (ghost clipping).
+
+        Parameters
+        ----------
+        X : Tensor of shape (S, b, n_inputs)
+        y : Tensor of shape (S, b)
+        valid : bool Tensor of shape (S, b)
+            Rows that take part (padding and unsampled rows contribute nothing).
+        loss : str or Loss
+        max_grad_norm : Tensor of shape (S,) or None
+            Per-site C; ``None`` sums the unclipped gradients.
+        scratch : optional
+            Reused buffers (internal).
+        out : Tensor of shape (S, P), optional
+            Flat gradient buffer, laid out as :attr:`flat`, to write into.
+
+        Returns
+        -------
+        grads : list of Tensor of shape (S, *param.shape), in :meth:`parameters` order
+            Views into ``out`` (or into a new flat tensor).
+        norms : Tensor of shape (S, b), per-sample gradient norms before clipping (0 if not valid)
+        """
+        A, G = self._layer_grads(X, y, valid, _loss(loss), scratch)
+        sq = torch.zeros(X.shape[0], X.shape[1])
+        for a, g in zip(A, G, strict=True):
+            a_sq = torch.linalg.vector_norm(a, dim=-1).square_().add_(1.0)
+            sq.addcmul_(torch.linalg.vector_norm(g, dim=-1).square_(), a_sq)
+        norms = sq.sqrt_()
+        if max_grad_norm is not None:
+            factor = (max_grad_norm.unsqueeze(1) / (norms + _CLIP_EPS)).clamp_(max=1.0)
+            G = [g.mul_(factor.unsqueeze(-1)) for g in G]
+        grads = self._views(torch.empty_like(self.flat) if out is None else out)
+        for i, (a, g) in enumerate(zip(A, G, strict=True)):
+            torch.bmm(g.transpose(1, 2), a, out=grads[2 * i])
+            torch.sum(g, 1, out=grads[2 * i + 1])
+        return grads, norms
+
+
+class _StackedOptimizer:
+    """torch's Adam or SGD for each site, with per-site step counts and learning rates.
+
+    ``step`` consumes the gradient tensors (they serve as scratch).  Sites not ``active`` keep their
+    parameters and state unchanged.
+    """
+
+    def __init__(self, params: list[Tensor], kind: str, lr: Tensor) -> None:
+        self.params, self.kind, self.lr = params, kind, lr.to(torch.float64)
+        self.m = [torch.zeros_like(p) for p in params] if kind == "adam" else []
+        self.v = [torch.zeros_like(p) for p in params] if kind == "adam" else []
+        self.t = torch.zeros(len(lr), dtype=torch.float64)
+
+    def step(self, grads: list[Tensor], active: Tensor) -> None:
+        self.t += active
+        if bool(active.all()):
+            self._update(self.params, grads, self.m, self.v, self.t, self.lr)
+            return
+        idx = active.nonzero().squeeze(1)
+        ps, gs, ms, vs = ([x[idx] for x in xs] for xs in (self.params, grads, self.m, self.v))
+        self._update(ps, gs, ms, vs, self.t[idx], self.lr[idx])
+        for full, part in zip(self.params + self.m + self.v, ps + ms + vs, strict=True):
+            full[idx] = part
+
+    def _update(
+        self,
+        params: list[Tensor],
+        grads: list[Tensor],
+        ms: list[Tensor],
+        vs: list[Tensor],
+        t: Tensor,
+        lr: Tensor,
+    ) -> None:
+        step_size = (lr / (1 - _BETA1**t)).float() if self.kind == "adam" else lr.float()
+        bc2_sqrt = (1 - _BETA2**t).sqrt().float()
+        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+            shape = (-1,) + (1,) * (p.dim() - 1)
+            if self.kind == "adam":
+                m, v = ms[i], vs[i]
+                m.lerp_(g, 1 - _BETA1)
+                v.mul_(_BETA2).addcmul_(g, g, value=1 - _BETA2)
+                g = torch.sqrt(v, out=g).div_(bc2_sqrt.view(shape)).add_(_ADAM_EPS)
+                g = torch.div(m, g, out=g)
+            p.sub_(g.mul_(step_size.view(shape)))
+
+
+def _pad(Xs: Sequence[Tensor], ys: Sequence[Tensor]) -> tuple[Tensor, Tensor, list[int]]:
+    ns = [_check_data(X, y) for X, y in zip(Xs, ys, strict=True)]
+    if len({X.shape[1] for X in Xs}) != 1:
+        raise DataValidationError("every site must have the same number of input columns")
+    X_pad = torch.zeros(len(ns), max(ns), Xs[0].shape[1])
+    y_pad = torch.zeros(len(ns), max(ns), dtype=ys[0].dtype)
+    for s, (X, y) in enumerate(zip(Xs, ys, strict=True)):
+        X_pad[s, : ns[s]], y_pad[s, : ns[s]] = X, y
+    return X_pad, y_pad, ns
+
+
+def _batch_index(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Indices (S, b_max) of each site's selected rows, and which entries are real (not padding)."""
+    counts = mask.sum(1)
+    b_max = max(1, int(counts.max()))
+    rows, cols = mask.nonzero(as_tuple=True)
+    idx = torch.zeros(mask.shape[0], b_max, dtype=torch.long)
+    idx[rows, torch.arange(len(rows)) - (torch.cumsum(counts, 0) - counts)[rows]] = cols
+    return idx, torch.arange(b_max).unsqueeze(0) < counts.unsqueeze(1)
+
+
+def train_dp_stacked(
+    stack: MLPStack,
+    Xs: Sequence[Tensor],
+    ys: Sequence[Tensor],
+    *,
+    configs: DPSGDConfig | Sequence[DPSGDConfig],
+    generators: Sequence[torch.Generator],
+    loss: str | Loss = "cross_entropy",
+) -> list[TrainResult]:
+    """Train the ``S`` MLPs of ``stack`` in place, each on its own data, in one batched computation.
+
+    Site ``s`` trains on ``(Xs[s], ys[s])`` with ``configs[s]`` and draws from ``generators[s]``
+    exactly what :func:`train_dp` draws, so its model does not depend on the other sites.  Sites
+    may differ in size, sample rate, steps, σ, C and learning rate; a site that has run its steps
+    stops (no draws, no update) while the others go on.
+
+    Parameters
+    ----------
+    stack : MLPStack
+    Xs : sequence of S Tensor of shape (n_s, n_inputs)
+    ys : sequence of S Tensor of shape (n_s,)
+    configs : DPSGDConfig or sequence of S DPSGDConfig
+        All with the same ``optimizer`` and ``private``.
+    generators : sequence of S torch.Generator
+    loss : str or Loss, default="cross_entropy"
+
+    Returns
+    -------
+    list of S TrainResult, each holding its trained site model as an ``nn.Sequential``.
+
+    Raises
+    ------
+    ValueError
+        Lengths that do not match ``stack.n_sites``, or configs that mix optimizers or privacy.
+    DataValidationError
+        A site whose ``X`` and ``y`` disagree or that has no rows.
+
+    Examples
+    --------
+    >>> gens = [torch.Generator().manual_seed(s) for s in range(2)]
+    >>> stack = MLPStack.init((3, 8, 2), "tanh", gens)
+    >>> Xs, ys = [torch.rand(20, 3), torch.rand(30, 3)], [torch.zeros(20, dtype=torch.long)] * 2
+    >>> ys[1] = torch.ones(30, dtype=torch.long)
+    >>> res = train_dp_stacked(stack, Xs, ys, configs=DPSGDConfig(batch_size=5, epochs=2), generators=gens)
+    >>> [(r.steps, r.sample_rate) for r in res]
+    [(8, 0.25), (12, 0.16666666666666666)]
+    """
+    S = stack.n_sites
+    cfgs = [configs] * S if isinstance(configs, DPSGDConfig) else list(configs)
+    if not len(cfgs) == len(Xs) == len(ys) == len(generators) == S:
+        raise ValueError(f"{S} stacked sites need {S} configs, X, y and generators")
+    if len({(c.optimizer, c.private) for c in cfgs}) != 1:
+        raise ValueError("all sites of a stack must share the optimizer and the privacy setting")
+    X_pad, y_pad, ns = _pad(Xs, ys)
+    qs = [c.sample_rate_for(n) for c, n in zip(cfgs, ns, strict=True)]
+    steps = [c.steps_for(n) for c, n in zip(cfgs, ns, strict=True)]
+    opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
+    run = _run_private if cfgs[0].private else _run_minibatch
+    sizes = run(stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, _loss(loss))
+    private = cfgs[0].private
+    return [
+        TrainResult(
+            module=m,
+            steps=steps[s],
+            sample_rate=qs[s],
+            noise_multiplier=cfgs[s].noise_multiplier if private else 0.0,
+            max_grad_norm=cfgs[s].max_grad_norm if private else math.inf,
+            private=private,
+            batch_sizes=sizes[: steps[s], s].clone(),
+        )
+        for s, m in enumerate(stack.to_modules())
+    ]
+
+
+def _run_private(
+    stack: MLPStack,
+    opt: _StackedOptimizer,
+    X_pad: Tensor,
+    y_pad: Tensor,
+    ns: list[int],
+    qs: list[float],
+    steps: list[int],
+    cfgs: list[DPSGDConfig],
+    generators: Sequence[torch.Generator],
+    loss: Loss,
+) -> Tensor:
+    S, scratch = len(ns), _Scratch()
+    q = torch.tensor(qs, dtype=torch.float32)
+    clip = torch.tensor([c.max_grad_norm for c in cfgs], dtype=torch.float32)
+    noise_std = torch.tensor([c.noise_multiplier for c in cfgs], dtype=torch.float32) * clip
+    expected = q * torch.tensor(ns, dtype=torch.float32)
+    uniforms = torch.full((S, X_pad.shape[1]), 2.0)  # padding keeps 2.0: never sampled
+    noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
+    sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
+    sizes = torch.zeros(max(steps), S, dtype=torch.long)
+    for t in range(max(steps)):
+        active = steps_t > t
+        running = range(S) if bool(active.all()) else active.nonzero().squeeze(1).tolist()
+        for s in running:
+            torch.rand(ns[s], generator=generators[s], out=uniforms[s, : ns[s]])
+        idx, valid = _batch_index((uniforms < q.unsqueeze(1)) & active.unsqueeze(1))
+        sizes[t] = valid.sum(1)
+        stack.clipped_gradient_sum(
+            X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch, out=grad
+        )
+        for s in running:
+            torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
+        grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))
+        opt.step([grad], active)
+    return sizes
+
+
+def _run_minibatch(
+    stack: MLPStack,
+    opt: _StackedOptimizer,
+    X_pad: Tensor,
+    y_pad: Tensor,
+    ns: list[int],
+    qs: list[float],
+    steps: list[int],
+    cfgs: list[DPSGDConfig],
+    generators: Sequence[torch.Generator],
+    loss: Loss,
+) -> Tensor:
+    S, n_max, scratch = len(ns), X_pad.shape[1], _Scratch()
+    batch = torch.tensor([c.batch_size for c in cfgs]).unsqueeze(1)
+    n_batches = torch.tensor([math.ceil(n / c.batch_size) for n, c in zip(ns, cfgs, strict=True)])
+    epochs = torch.tensor([c.epochs for c in cfgs])
+    n_t, sites = torch.tensor(ns).unsqueeze(1), torch.arange(S)
+    perm = torch.zeros(S, n_max, dtype=torch.long)
+    sizes, done = torch.zeros(max(steps), S, dtype=torch.long), torch.zeros(S, dtype=torch.long)
+    grad = torch.empty_like(stack.flat)
+    for epoch in range(int(epochs.max())):
+        training = epochs > epoch
+        for s in training.nonzero().squeeze(1).tolist():
+            perm[s, : ns[s]] = torch.randperm(ns[s], generator=generators[s])
+        for k in range(int(n_batches[training].max())):
+            active = training & (n_batches > k)
+            pos = k * batch + torch.arange(int(batch.max())).unsqueeze(0)
+            valid = (pos < n_t) & (pos < (k + 1) * batch) & active.unsqueeze(1)
+            idx = perm[sites.unsqueeze(1), pos.clamp(max=n_max - 1)]
+            rows = sites.unsqueeze(1), idx
+            stack.clipped_gradient_sum(
+                X_pad[rows], y_pad[rows], valid, loss, None, scratch, out=grad
+            )
+            count = valid.sum(1)
+            sizes[done[active], sites[active]] = count[active]
+            done += active
+            opt.step([grad.div_(count.clamp(min=1).unsqueeze(1))], active)
+    return sizes

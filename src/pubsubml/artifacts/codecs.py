@@ -9,7 +9,6 @@ bytes into a :class:`Runner`: a pure function from the encoded input matrix to t
 
 from __future__ import annotations
 
-import pickletools  # parses pickle opcodes without executing them; never unpickles
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,17 +36,22 @@ _MAGICS: tuple[tuple[bytes, str], ...] = (
 )
 
 
+# First opcodes of protocol 0/1 pickles: MARK, GLOBAL, EMPTY_LIST, EMPTY_DICT, BININT1, INT,
+# STRING, UNICODE, NONE, BINUNICODE, EMPTY_TUPLE.  Only used to name a rejected payload.
+_PROTOCOL0_FIRST = frozenset(b"(c]}KISVN)X")
+
+
 def _is_pickle(data: bytes) -> bool:
-    """True when ``data`` is a well-formed pickle opcode stream ending in STOP."""
-    if not data or data[-1:] != b".":
+    """True when ``data`` looks like a pickle: its header and its STOP opcode.
+
+    Only the bytes are inspected (nothing is parsed or executed); the answer serves to name a
+    payload that is refused anyway.
+    """
+    if len(data) < 2 or data[-1:] != b".":
         return False
-    try:
-        last = None
-        for opcode, _arg, _pos in pickletools.genops(data):
-            last = opcode.name
-    except Exception:  # any malformed stream: not a pickle
-        return False
-    return last == "STOP"
+    if data[0] == 0x80:  # PROTO opcode, protocols 2 to 5
+        return 2 <= data[1] <= 5
+    return data[0] in _PROTOCOL0_FIRST
 
 
 def describe_foreign_payload(data: bytes) -> str | None:

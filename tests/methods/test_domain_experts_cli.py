@@ -15,7 +15,8 @@ def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
     group = typer.Typer()
     register(group)
     runner = CliRunner()
-    for name in BENCHMARKS:
+    assert {c.name for c in group.registered_commands} == set(BENCHMARKS)
+    for name in ("domain-experts-regression", "domain-experts-classification"):
         result = runner.invoke(group, [name, "--smoke", "--out-dir", str(tmp_path)])
         assert result.exit_code == 0, result.output
         assert (tmp_path / f"{name}.csv").exists() and (tmp_path / f"{name}.md").exists()
@@ -27,3 +28,15 @@ def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
     # σ = 2 and 4 are accounted: finite ε, larger for less noise.
     eps = table.groupby("sigma").epsilon.max()
     assert eps[0.0] == float("inf") and eps[2.0] > eps[4.0] > 0
+
+
+def test_mnist1d_users_are_disjoint_equal_partitions() -> None:
+    from pubsubml.sim.domain_experts_mnist1d import mnist1d_users
+
+    users = mnist1d_users(3, 20, 10, seed=0)
+    assert len(users) == 3
+    for u in users:
+        assert len(u["train"][0]) == 20 and len(u["tune"][0]) == 16 and len(u["val"][0]) == 4
+        assert len(u["test"][0]) == 10 and u["train"][0].shape[1] == 40
+    first = users[0]["train"][0].to_numpy()
+    assert not any((first == u["train"][0].to_numpy()).all() for u in users[1:])

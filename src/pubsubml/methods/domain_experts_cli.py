@@ -44,9 +44,13 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
     import torch
 
     # The models are tiny: one intra-op thread is far faster than thread hand-offs on few cores.
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    experiments[name](ExperimentConfig("smoke" if smoke else "full", seed=seed), out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        experiments[name](ExperimentConfig("smoke" if smoke else "full", seed=seed), out_dir)
+    finally:
+        torch.set_num_threads(threads)
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 
 

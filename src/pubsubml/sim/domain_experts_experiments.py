@@ -339,7 +339,8 @@ def _bar_figure(summary: pd.DataFrame, path: Path) -> None:
             ]
             vals.append(float(sel["mean"].iloc[0]) if len(sel) else np.nan)
             errs.append(float(sel["std"].iloc[0]) if len(sel) else np.nan)
-        ax.bar(np.arange(len(levels)) + j * width, vals, width, yerr=errs, label=method)
+        label = {"FL": "(DP-)FL", "FT-FL": "FT-(DP-)FL"}.get(method, method)
+        ax.bar(np.arange(len(levels)) + j * width, vals, width, yerr=errs, label=label)
     ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2)
     ax.set_xticklabels([f"ε = {v}" if v != "none" else "no privacy" for v in levels])
     ax.set_ylabel("accuracy")

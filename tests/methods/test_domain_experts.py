@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import dp_accounting
@@ -24,6 +25,15 @@ from pubsubml.methods.domain_experts_gate import (
 from pubsubml.schema import FeatureSchema
 
 SCHEMA = FeatureSchema.numeric(["a", "b"])
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    """Tiny models: one intra-op thread avoids hand-off overhead on a shared machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _two_region(user: int, n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, np.ndarray]:

@@ -123,7 +123,7 @@ def general_gradients(
     >>> g, p, a = nn.Sequential(nn.Linear(2, 1)), nn.Linear(2, 1), nn.Linear(2, 1)
     >>> grads, norms = general_gradients(g, p, a, torch.ones(3, 2), torch.zeros(3), algorithm=2,
     ...                                  task="regression", max_grad_norm=1.0)
-    >>> tuple(grads["weight"].shape), tuple(norms.shape)
+    >>> tuple(grads["0.weight"].shape), tuple(norms.shape)
     ((3, 1, 2), (3,))
     """
     if not isinstance(general, nn.Sequential):

@@ -76,7 +76,7 @@ def run_mnist1d(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
         out_dir / "domain-experts-mnist1d",
         title="100 users on mnist1d (stand-in for fl-domain-experts.txt §4.3, Fig. 7)",
         notes=f"{cfg.size} run: {n_users} users with {per_user} mnist1d training rows each "
-        f"(the paper: 600 MNIST images each); MoE: 80 % expert + 20 % gate rows, baseline/FT: "
-        f"80 % train + 20 % validation; {test_per_user} test rows per user; {rounds} rounds, all "
-        "users every round, batch 10, C = 1, linear models; mean and std of accuracy over users.",
+        f"(the paper: 600 MNIST images each); MoE: 80 % expert + 20 % gate rows; Baseline: "
+        "logistic regression on all of them; FT: 80 % train + 20 % validation; "
+        f"{test_per_user} test rows per user; {rounds} rounds, all users every round, batch 10, C = 1, linear models; mean and std of accuracy over users.",
     )

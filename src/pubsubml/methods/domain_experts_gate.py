@@ -2,10 +2,10 @@
 
 Pure per-sample math of FL with private domain experts (fl-domain-experts.txt §3.2): the gate
 α_i(x) = sigmoid(w_iᵀx + b_i), the mixture of Eq. 3, its loss, and the clipped per-sample
-gradients with respect to the general model's parameters Θ_G (one backward pass through
-per-sample parameter copies, exact and much cheaper than ``vmap`` at these batch sizes) that Algorithm 1 (mixture loss) or
-Algorithm 2 (the general model's own loss, §3.2.1) sends to the server.  The clipping reuses
-:func:`pubsubml.privacy.dpsgd.clip_per_sample`.
+gradients with respect to the general model's parameters Θ_G that Algorithm 1 (mixture loss) or
+Algorithm 2 (the general model's own loss, §3.2.1) sends to the server.  They come from one
+backward pass through per-sample parameter copies (exact, and about twice as fast as ``vmap`` at
+these batch sizes); the clipping reuses :func:`pubsubml.privacy.dpsgd.clip_per_sample`.
 """
 
 from __future__ import annotations

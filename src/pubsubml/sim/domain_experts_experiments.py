@@ -354,7 +354,7 @@ def _bar_figure(summary: pd.DataFrame, path: Path) -> None:
     ax.set_xticks(np.arange(len(levels)) + 0.4 - width / 2)
     ax.set_xticklabels([f"ε = {v}" if v != "none" else "no privacy" for v in levels])
     ax.set_ylabel("accuracy")
-    ax.set_ylim(0.4, 1.0)
+    ax.set_ylim(0.0, 1.0)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -6,7 +6,7 @@ Mounted in the main CLI with :func:`register` as ``pubsubml bench domain-experts
 References
 ----------
 fl-domain-experts.txt §4.1 (synthetic regression), §4.2 (many-domain classification), §4.3
-(100 users on MNIST, here mnist1d).
+(100 users on MNIST, here mnist1d), §4.4.4 and §7 (incentives and stability).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = ["BENCHMARKS", "bench", "register"]
 
 BENCHMARKS = (
     "domain-experts-classification",
+    "domain-experts-incentives",
     "domain-experts-mnist1d",
     "domain-experts-regression",
 )
@@ -35,9 +36,14 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
         With code 2 on an unknown benchmark name.
     """
     from pubsubml.sim.domain_experts_experiments import EXPERIMENTS, ExperimentConfig
+    from pubsubml.sim.domain_experts_incentives import run_incentives
     from pubsubml.sim.domain_experts_mnist1d import run_mnist1d
 
-    experiments = {**EXPERIMENTS, "domain-experts-mnist1d": run_mnist1d}
+    experiments = {
+        **EXPERIMENTS,
+        "domain-experts-incentives": run_incentives,
+        "domain-experts-mnist1d": run_mnist1d,
+    }
     if name not in experiments:
         typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
         raise typer.Exit(code=2)
@@ -78,7 +84,7 @@ def register(bench_app: typer.Typer) -> None:
     >>> group = typer.Typer()
     >>> register(group)
     >>> sorted(c.name for c in group.registered_commands)
-    ['domain-experts-classification', 'domain-experts-mnist1d', 'domain-experts-regression']
+    ['domain-experts-classification', 'domain-experts-incentives', 'domain-experts-mnist1d', 'domain-experts-regression']
     """
     for name in BENCHMARKS:
         bench_app.command(name)(_bench_command(name))

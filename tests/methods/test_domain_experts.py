@@ -175,7 +175,8 @@ def test_calibrated_noise_meets_target_epsilon() -> None:
         target_delta=1e-5,
     ).fit(users)  # fmt: skip
     assert 1.9 < m.epsilon_ <= 2.0
-    assert m.noise_multiplier_ > 0
+    assert (m.noise_multiplier_ > 0).all()
+    assert all(1.9 < e <= 2.0 for e in m.client_epsilons_)
 
 
 def test_only_general_model_gradients_are_sent() -> None:

@@ -31,8 +31,8 @@ def test_smoke_writes_every_table_and_one_row_per_user(tmp_path: Path) -> None:
 
     table = pd.read_csv(tmp_path / "domain-experts-incentives.csv")
     assert list(table.columns) == ["user", "n", *METHODS, "FL", "FT-FL", "user_epsilon"]
-    # One σ for all: the smallest user spends the target ε = 2, larger users less.
-    assert table.user_epsilon.iloc[0] <= 2.001 and table.user_epsilon.is_monotonic_decreasing
+    # σ is calibrated per user, so every user spends just under its ε = 2 target.
+    assert ((table.user_epsilon > 1.9) & (table.user_epsilon <= 2.0)).all()
     assert sorted(table.user) == [1, 2, 3, 4]  # one row per user of the smoke run
     assert table.n.is_monotonic_increasing and table.n.nunique() == 4
     assert table[list(METHODS)].apply(lambda c: c.between(0, 1)).all().all()

@@ -100,7 +100,8 @@ class DomainExpertsFL(BaseEstimator):
     client_epsilons_ : ndarray of shape (n_users,)
     epsilon_, delta_ : float
         The largest user ε at ``target_delta``.
-    noise_multiplier_ : float
+    noise_multiplier_ : ndarray of shape (n_users,)
+        Each user's σ (calibrated per user to ``target_epsilon`` unless ``noise_multiplier``).
     participation_ : ndarray of shape (n_users,)
     messages_ : list of dict
         With ``record_messages``: ``{"round", "user", "gradient"}``, the gradient a list of
@@ -206,17 +207,30 @@ class DomainExpertsFL(BaseEstimator):
         if not self.max_grad_norm > 0:
             raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
 
-    def _sigma(self, rates: list[float], max_rounds: int) -> float:
+    def _sigmas(self, rates: list[float], counts: np.ndarray) -> np.ndarray:
+        """Noise multiplier of each user (fl-domain-experts.txt §4.2: per-user budgets).
+
+        With a target ε, each user calibrates its own σ to its own sampling rate and the number
+        of rounds it takes part in, so every user ends at (just under) the target; users with the
+        same rate and participation share one calibration.
+        """
+        n_users = len(rates)
         if not self.dp:
-            return 0.0
+            return np.zeros(n_users)
         if self.noise_multiplier is not None:
-            return float(self.noise_multiplier)
-        # The user with the highest rate (fewest rows) binds; equal participation counts.
-        return float(
-            calibrate_noise(
-                self.target_epsilon, self.target_delta, max(rates), max_rounds, self.accountant
-            )
-        )
+            return np.full(n_users, float(self.noise_multiplier))
+        cache: dict[tuple[float, int], float] = {}
+        sigmas = np.zeros(n_users)
+        for i, (rate, count) in enumerate(zip(rates, counts.tolist(), strict=True)):
+            key = (rate, int(count))
+            if count > 0 and key not in cache:
+                cache[key] = float(
+                    calibrate_noise(
+                        self.target_epsilon, self.target_delta, rate, int(count), self.accountant
+                    )
+                )
+            sigmas[i] = cache.get(key, 0.0)
+        return sigmas
 
     # ---- training -------------------------------------------------------------------------
     def fit(self, users: Sequence[tuple[pd.DataFrame, Any]]) -> DomainExpertsFL:
@@ -254,10 +268,12 @@ class DomainExpertsFL(BaseEstimator):
         n_users = len(Xs)
         per_round = max(1, round(self.client_fraction * n_users))
         schedule = client_schedule(n_users, per_round, self.rounds, self.random_state)
-        max_rounds = math.ceil(self.rounds * per_round / n_users)
+        counts = np.zeros(n_users, dtype=int)
+        for chosen in schedule:
+            counts[chosen] += 1
         ns = [len(X) for X, _ in train]
         rates = [min(1.0, self.batch_size / n) for n in ns]
-        sigma = self._sigma(rates, max_rounds)
+        sigmas = self._sigmas(rates, counts)
         n_out = 1 if self.task == "regression" else len(self.classes_)
         sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
         gen = torch.Generator().manual_seed(self.random_state)
@@ -288,10 +304,10 @@ class DomainExpertsFL(BaseEstimator):
             for i in chosen.tolist():
                 grad_G = self._user_step(
                     i, train[i], held[i], general, privates, gates, private_opts, gate_opts,
-                    rates[i], sigma, user_gens[i],
+                    rates[i], float(sigmas[i]), user_gens[i],
                 )  # fmt: skip
-                if self.dp and sigma > 0:
-                    accountants[i].step(noise_multiplier=sigma, sample_rate=rates[i])
+                if self.dp and sigmas[i] > 0:
+                    accountants[i].step(noise_multiplier=float(sigmas[i]), sample_rate=rates[i])
                 sent.append(grad_G)
                 if self.record_messages:
                     messages.append({"round": r, "user": i, "gradient": grad_G})
@@ -312,11 +328,8 @@ class DomainExpertsFL(BaseEstimator):
         self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
         self.client_epsilons_ = eps
         self.epsilon_ = float(eps.max())
-        self.delta_ = float(self.target_delta) if self.dp and sigma > 0 else 0.0
-        self.noise_multiplier_ = sigma
-        counts = np.zeros(n_users, dtype=int)
-        for chosen in schedule:
-            counts[chosen] += 1
+        self.delta_ = float(self.target_delta) if self.dp and bool(np.any(sigmas > 0)) else 0.0
+        self.noise_multiplier_ = sigmas
         self.participation_ = counts
         self.messages_ = messages
         self.n_features_in_ = len(self.schema)

@@ -64,10 +64,21 @@ app.add_typer(bench_app, name="bench")
 
 
 def _mount_methods() -> None:
-    from pubsubml.methods import async_dp_cli, domain_experts_cli, proxyfl_cli
+    from pubsubml.methods import (
+        async_dp_cli,
+        domain_experts_cli,
+        proxyfl_cli,
+        pubsub_cli,
+        pubsub_scale_cli,
+        stacking_cli,
+    )
 
     async_dp_cli.register(app, bench_app)
     domain_experts_cli.register(bench_app)
+    pubsub_cli.register(bench_app)
+    pubsub_scale_cli.register(bench_app)
+    stacking_cli.register(bench_app)
+
     app.add_typer(proxyfl_cli.app, name="proxyfl")
     proxyfl_cli.register_bench_commands(bench_app)
 

@@ -128,7 +128,9 @@ class LocalModel(SchemaInputMixin, BaseEstimator):
         """
         if not (hasattr(self.estimator, "fit") and hasattr(self.estimator, "get_params")):
             raise TypeError(f"estimator must be a scikit-learn estimator, got {self.estimator!r}")
-        Z = self._encode_new(X)
+        # scikit-learn estimators compute in float64; float32 input makes their outputs depend
+        # on the row's position in the batch (BLAS kernels), not only on the row.
+        Z = self._encode_new(X).astype(np.float64)
         inner = clone(self.estimator)
         classes_: np.ndarray | None = None
         if is_classifier(self.estimator):
@@ -151,14 +153,14 @@ class LocalModel(SchemaInputMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted labels or values, shape (n_samples,)."""
-        Z = self._encode_predict(X)
+        Z = self._encode_predict(X).astype(np.float64)
         out = np.asarray(self.estimator_.predict(Z))
         return out if is_classifier(self) else out.astype(np.float64).reshape(-1)
 
     @available_if(_estimator_has("predict_proba"))
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order."""
-        Z = self._encode_predict(X)
+        Z = self._encode_predict(X).astype(np.float64)
         inner_proba = np.asarray(self.estimator_.predict_proba(Z), dtype=np.float64)
         index = {c: i for i, c in enumerate(self.classes_.tolist())}
         columns = [index[c] for c in np.asarray(self.estimator_.classes_).tolist()]

@@ -17,7 +17,14 @@ if TYPE_CHECKING:
         contribution_scores,
         rank_publishers,
     )
-    from pubsubml.methods.federated import DPFedAvg, FederatedMLP
+    from pubsubml.methods.federated import (
+        DPFedAdam,
+        DPFedAvg,
+        DPFedProx,
+        FederatedMLP,
+        fine_tune,
+        min_epsilon,
+    )
     from pubsubml.methods.outputs import published_runner
     from pubsubml.methods.pubsub import Customizer
     from pubsubml.methods.stacking import (
@@ -36,16 +43,20 @@ if TYPE_CHECKING:
 __all__ = [
     "ContributionReport",
     "Customizer",
+    "DPFedAdam",
     "DPFedAvg",
+    "DPFedProx",
     "FederatedMLP",
     "StackingPersonalizer",
     "StreamPublisher",
     "StreamSubscriber",
     "contribution_graph",
     "contribution_scores",
+    "fine_tune",
     "hybrid_partition",
     "hyperplane_chunks",
     "hyperplane_schema",
+    "min_epsilon",
     "published_runner",
     "rank_publishers",
     "release_dp_defaults",
@@ -57,8 +68,12 @@ _HOME = {
     "contribution_graph": "contributions",
     "contribution_scores": "contributions",
     "rank_publishers": "contributions",
+    "DPFedAdam": "federated",
     "DPFedAvg": "federated",
+    "DPFedProx": "federated",
     "FederatedMLP": "federated",
+    "fine_tune": "federated",
+    "min_epsilon": "federated",
     "published_runner": "outputs",
     "Customizer": "pubsub",
     "StackingPersonalizer": "stacking",

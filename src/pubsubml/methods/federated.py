@@ -1,44 +1,75 @@
-"""DP federated learning baselines: clients run DP-SGD locally, a server aggregates.
+"""DP federated learning over MLPs: clients train locally, a server aggregates.
 
-:class:`FederatedMLP` holds what every such baseline shares — the round loop, client sampling,
-local DP-SGD on the stacked engine (all participants of a round train at once), per-client privacy
-accounting — and leaves the server's aggregation step to a subclass.  :class:`DPFedAvg` is
-federated averaging (McMahan et al.) with DP-SGD at each client, the DP-FL baseline of
-pubsub-ml.txt §7.3 and §8.2.3 ("FL(V)").
+:class:`FederatedMLP` holds the round loop, client sampling, local training on the stacked engine
+(all participants of a round train at once) and the privacy accounting; subclasses give the
+server update.  DPFedAvg, DPFedProx, DPFedAdam (pubsub-ml.txt §7.3, the "(V)" baselines),
+:func:`min_epsilon` (§8.2.1) live in :mod:`pubsubml.methods.federated_strategies`, and
+:func:`fine_tune` (the "(F)" baselines) in :mod:`pubsubml.methods.federated_finetune`; all are
+re-exported here.  Two kinds of DP:
 
-Privacy is record-level and per client: each client's accountant records exactly the DP-SGD steps
-it ran on its own data, round after round (sequential composition).  The server only sees outputs
-of DP mechanisms, so averaging is post-processing (pubsub-ml.txt §3.1, Theorem 2).  Client sampling
-gives no amplification here: a client that is chosen runs all its local steps.  Clients are chosen
-by a seeded schedule in which every client takes part ⌊R·m/N⌋ or ⌈R·m/N⌉ times, and the noise is
-calibrated for the larger count, so every client ends within its target ε.
+* ``dp=True`` / ``"local"``: record-level DP at every client, whose accountant records exactly the
+  DP-SGD steps it ran, round after round.  The server sees only DP outputs, so aggregation is
+  post-processing (§3.1, Theorem 2).  Sampling gives no amplification (a chosen client runs all
+  its steps): every client takes part ⌊R·m/N⌋ or ⌈R·m/N⌉ times and σ covers the larger count.
+* ``dp="central"``: client-level DP by a trusted server (McMahan et al. 2018; §7.3 "the server
+  adds noise").  Each round each client takes part with probability ``q = client_fraction``
+  (Poisson), trains without noise and sends its model; the server clips each update to norm
+  C = ``max_grad_norm``, adds N(0, σ²C²) to the sum and divides by ``qN`` (clients weigh the same),
+  one subsampled-Gaussian event per round.  The unit of privacy is a whole client (stronger than
+  record-level DP), but the server sees every client's model in the clear: it must be trusted.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 from pubsubml.learners.base import check_labels, check_regression_targets
-from pubsubml.privacy.accountant import PrivacyAccountant
+from pubsubml.methods.federated_finetune import GlobalModelMixin, fine_tune
+from pubsubml.privacy.accountant import PrivacyAccountant, check_delta
 from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.mlp_stack import GradHook
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["DPFedAvg", "FederatedMLP", "client_schedule"]
+if TYPE_CHECKING:
+    from pubsubml.methods.federated_strategies import (
+        DPFedAdam,
+        DPFedAvg,
+        DPFedProx,
+        min_epsilon,
+    )
+
+__all__ = [
+    "DPFedAdam",
+    "DPFedAvg",
+    "DPFedProx",
+    "FederatedMLP",
+    "client_schedule",
+    "fine_tune",
+    "min_epsilon",
+]
 
 Client = tuple[pd.DataFrame, Any]
+_STRATEGIES = frozenset({"DPFedAdam", "DPFedAvg", "DPFedProx", "min_epsilon"})
+_DP_MODES: dict[Any, str] = {True: "local", "local": "local", "central": "central", False: "none"}
+
+
+def __getattr__(name: str) -> Any:  # the strategies subclass FederatedMLP: imported lazily
+    if name in _STRATEGIES:
+        return getattr(importlib.import_module("pubsubml.methods.federated_strategies"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def client_schedule(n_clients: int, per_round: int, rounds: int, seed: int) -> list[np.ndarray]:
@@ -69,10 +100,31 @@ def client_schedule(n_clients: int, per_round: int, rounds: int, seed: int) -> l
     return out
 
 
-class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
-    """Base of the DP federated baselines over MLPs: rounds of local DP-SGD, then aggregation.
+def _privatize(
+    params: list[torch.Tensor],
+    clients: list[torch.Tensor] | None,
+    C: float,
+    sigma: float,
+    denominator: float,
+    gen: torch.Generator,
+) -> list[torch.Tensor]:
+    """One virtual client ``w + (Σ_k clip_C(w_k − w) + N(0, σ²C²)) / denominator`` (k, 1, …)."""
+    flat = torch.cat([p.reshape(-1) for p in params])
+    total = torch.randn(flat.shape, generator=gen).mul_(sigma * C)
+    if clients is not None:
+        deltas = torch.cat([c.reshape(c.shape[0], -1) for c in clients], 1) - flat
+        norms = torch.linalg.vector_norm(deltas, dim=1, keepdim=True)
+        total += (deltas * (C / (norms + 1e-12)).clamp(max=1.0)).sum(0)
+    out = (flat + total / denominator).split([p.numel() for p in params])
+    return [o.reshape(1, *p.shape) for o, p in zip(out, params, strict=True)]
 
-    Subclasses implement :meth:`aggregate` (the server update).
+
+class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
+    """Base of the DP federated baselines over MLPs: rounds of local training, then aggregation.
+
+    Subclasses implement :meth:`aggregate` (the server update); they may also set up server state
+    (:meth:`_reset_server`) and add a data-independent term to the local gradients
+    (:meth:`_grad_hook`).
 
     Parameters
     ----------
@@ -89,16 +141,21 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
     batch_size : int, default=100
         Expected local batch; the Poisson sample rate is ``batch_size / n_client``.
     client_fraction : float, default=0.1
-        Fraction of the clients chosen per round (pubsub-ml.txt §8.2.3 samples 10%).
+        Fraction of the clients chosen per round (pubsub-ml.txt §8.2.3 samples 10%; §7.3 takes
+        all, 1.0); with ``dp="central"`` the Poisson client sampling rate q.
     lr : float, default=1e-3
     optimizer : {"adam", "sgd"}, default="adam"
         Local optimizer (its state restarts every round).
-    dp : bool, default=True
+    dp : {True, "local", "central", False}, default=True
+        Record-level DP-SGD at every client (``True`` or ``"local"``), client-level DP added by a
+        trusted server (``"central"``), or none; see the module notes.
     target_epsilon, target_delta : float, default=1.0, 1e-4
-        Per-client budget (pubsub-ml.txt §8: ε = 1, δ = 10⁻⁴); σ is calibrated to it unless
-        ``noise_multiplier`` is given.
+        Budget (pubsub-ml.txt §8: ε = 1, δ = 10⁻⁴) of every client (local) or of the federation
+        at client level (central); σ is calibrated to it unless ``noise_multiplier`` is given.
+        With personalized budgets use :func:`min_epsilon` (pubsub-ml.txt §8.2.1).
     noise_multiplier : float, optional
     max_grad_norm : float, default=1.0
+        C: per-sample gradient clip (local) or per-client update clip (central).
     accountant : {"pld", "rdp"}, default="pld"
         Calibrates σ and reports ε (PLD is tight, RDP a fast conservative bound).
     random_state : int, default=0
@@ -109,11 +166,14 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
         The global model.
     classes_ : ndarray (classification)
     client_events_ : list of list of DPEvent
-        What each client's accountant recorded.
+        The DP events that read each client's data (central: the server's, for every client).
     client_epsilons_ : ndarray of shape (n_clients,)
     epsilon_, delta_ : float
-        The largest client ε, at ``target_delta``.
-    noise_multiplier_ : float or ndarray
+        The largest client ε, at ``target_delta`` (``inf``, 0 without DP).
+    privacy_unit_ : {"record", "client", None}
+        What ``epsilon_`` protects: one record of a client (local), a whole client (central).
+    noise_multiplier_ : ndarray
+        σ per client (local) or the server's σ, shape (1,) (central).
     participation_ : ndarray of shape (n_clients,)
         Rounds each client took part in.
     """
@@ -132,7 +192,7 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
         client_fraction: float = 0.1,
         lr: float = 1e-3,
         optimizer: Literal["adam", "sgd"] = "adam",
-        dp: bool = True,
+        dp: bool | Literal["local", "central"] = True,
         target_epsilon: float = 1.0,
         target_delta: float = 1e-4,
         noise_multiplier: float | None = None,
@@ -183,6 +243,14 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
         list of Tensor: the new global parameters
         """
 
+    def _reset_server(self, global_params: list[torch.Tensor]) -> None:
+        """Set up server state (e.g. optimizer moments) at the start of :meth:`fit`; none here."""
+
+    def _grad_hook(self, center: torch.Tensor) -> GradHook | None:
+        """A data-independent term for the local gradients, given the global model flat as
+        (1, P) (:func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`); none here."""
+        return None
+
     # ---- training -------------------------------------------------------------------------
     def _encode_clients(
         self, clients: Sequence[Client]
@@ -192,29 +260,20 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
         if len(clients) == 0:
             raise DataValidationError("no clients")
         Xs = [torch.from_numpy(self.schema.encode(X, extra="ignore")) for X, _ in clients]
-        if self.task == "classification":
-            labels = (
-                np.unique(np.concatenate([np.asarray(y).reshape(-1) for _, y in clients]))
-                if self.classes is None
-                else np.asarray(list(self.classes))
-            )
-            codes = [
-                check_labels(y, labels.tolist(), len(X))[1]
-                for X, (_, y) in zip(Xs, clients, strict=True)
-            ]
-            ys = [torch.from_numpy(c) for c in codes]
-            return Xs, ys, labels
-        ys = [
-            torch.from_numpy(check_regression_targets(y, len(X)))
-            for X, (_, y) in zip(Xs, clients, strict=True)
-        ]
-        return Xs, ys, None
+        pairs = [(len(X), y) for X, (_, y) in zip(Xs, clients, strict=True)]
+        if self.task != "classification":
+            return Xs, [torch.from_numpy(check_regression_targets(y, n)) for n, y in pairs], None
+        labels = (
+            np.unique(np.concatenate([np.asarray(y).reshape(-1) for _, y in clients]))
+            if self.classes is None
+            else np.asarray(list(self.classes))
+        )
+        codes = [check_labels(y, labels.tolist(), n)[1] for n, y in pairs]
+        return Xs, [torch.from_numpy(c) for c in codes], labels
 
     def _noise(
         self, steps_per_round: list[int], rates: list[float], max_rounds: int
     ) -> list[float]:
-        if not self.dp:
-            return [0.0] * len(rates)
         if self.noise_multiplier is not None:
             if not self.noise_multiplier > 0:
                 raise InvalidPrivacyParameterError("noise_multiplier must be > 0")
@@ -241,140 +300,99 @@ class FederatedMLP(BaseEstimator, metaclass=ABCMeta):
 
         Raises
         ------
+        ValueError
+            Bad ``client_fraction``, ``rounds``, ``local_epochs`` or ``dp``.
+        InvalidPrivacyParameterError
+            σ ≤ 0, C ≤ 0, or (central) δ ≥ 1 / n_clients.
         DataValidationError, LabelError
             Malformed client data.
         """
         if not 0 < self.client_fraction <= 1 or self.rounds < 1 or self.local_epochs < 1:
             raise ValueError("need 0 < client_fraction <= 1, rounds >= 1 and local_epochs >= 1")
+        mode = _DP_MODES.get(self.dp) if isinstance(self.dp, bool | str) else None
+        if mode is None:
+            raise ValueError(f"dp must be True, False, 'local' or 'central', got {self.dp!r}")
+        if mode != "none" and not self.max_grad_norm > 0:
+            raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
         Xs, ys, classes = self._encode_clients(clients)
-        N = len(Xs)
-        per_round = max(1, round(self.client_fraction * N))
+        N, q, ns = len(Xs), float(self.client_fraction), [len(X) for X in Xs]
+        per_round = max(1, round(q * N))
         schedule = client_schedule(N, per_round, self.rounds, self.random_state)
-        max_rounds = math.ceil(self.rounds * per_round / N)
-        ns = [len(X) for X in Xs]
+        if mode == "central":  # Poisson client sampling: what the accounted event assumes
+            check_delta(self.target_delta, N)  # one client is the unit of privacy
+            rng = np.random.default_rng((self.random_state, 1))
+            schedule = [np.flatnonzero(rng.random(N) < q) for _ in range(self.rounds)]
         base = DPSGDConfig(
             batch_size=self.batch_size,
             epochs=self.local_epochs,
             lr=self.lr,
             optimizer=self.optimizer,
-            private=self.dp,
+            private=mode == "local",
             max_grad_norm=self.max_grad_norm,
         )
-        rates = [base.sample_rate_for(n) for n in ns]
-        sigmas = self._noise([base.steps_for(n) for n in ns], rates, max_rounds)
+        rates, steps = [base.sample_rate_for(n) for n in ns], [base.steps_for(n) for n in ns]
+        max_rounds = math.ceil(self.rounds * per_round / N)
+        sigmas = self._noise(steps, rates, max_rounds) if mode == "local" else [0.0] * N
         configs = [dataclasses.replace(base, noise_multiplier=s) for s in sigmas]
+        server_sigma = self._noise([self.rounds], [q], 1)[0] if mode == "central" else 0.0
         n_out = 1 if classes is None else len(classes)
         sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
         root = torch.Generator().manual_seed(self.random_state)
         params = [p.detach().clone() for p in init_mlp(sizes, self.activation, root).parameters()]
-        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(N)]
-        loss = "cross_entropy" if self.task == "classification" else "mse"
+        self._reset_server(params)
+        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(N + 1)]
+        server_gen = torch.Generator().manual_seed(self.random_state * 1_000_003 + 7)
+        seed = self.random_state * 1_000_003
         for r, chosen in enumerate(schedule):
-            k = len(chosen)
-            stack = MLPStack(
-                [params[i].unsqueeze(0).repeat(k, 1, 1) for i in range(0, len(params), 2)],
-                [params[i].unsqueeze(0).repeat(k, 1) for i in range(1, len(params), 2)],
-                self.activation,
-            )
-            gens = [
-                torch.Generator().manual_seed(self.random_state * 1_000_003 + r * 100_003 + int(c))
-                for c in chosen
-            ]
-            results = train_dp_stacked(
-                stack,
-                [Xs[c] for c in chosen],
-                [ys[c] for c in chosen],
-                configs=[configs[c] for c in chosen],
-                generators=gens,
-                loss=loss,
-            )
-            for c, res in zip(chosen, results, strict=True):
-                if res.private:  # what ran, step by step (merged into one event per client)
-                    accountants[c].step(
-                        noise_multiplier=res.noise_multiplier,
-                        sample_rate=res.sample_rate,
-                        steps=res.steps,
-                    )
-            w = torch.tensor([ns[c] for c in chosen], dtype=torch.float32)
-            params = self.aggregate(params, stack.parameters(), w / w.sum())
+            k, trained = len(chosen), None
+            if k:
+                stack = MLPStack(
+                    [params[i].unsqueeze(0).repeat(k, 1, 1) for i in range(0, len(params), 2)],
+                    [params[i].unsqueeze(0).repeat(k, 1) for i in range(1, len(params), 2)],
+                    self.activation,
+                )
+                results = train_dp_stacked(
+                    stack,
+                    [Xs[c] for c in chosen],
+                    [ys[c] for c in chosen],
+                    configs=[configs[c] for c in chosen],
+                    generators=[
+                        torch.Generator().manual_seed(seed + r * 100_003 + int(c)) for c in chosen
+                    ],
+                    loss="cross_entropy" if self.task == "classification" else "mse",
+                    grad_hook=self._grad_hook(stack.flat[:1].clone()),
+                )
+                trained = stack.parameters()
+                for c, res in zip(chosen, results, strict=True):
+                    if res.private:  # what ran, step by step (merged into one event per client)
+                        accountants[c].step(
+                            noise_multiplier=res.noise_multiplier,
+                            sample_rate=res.sample_rate,
+                            steps=res.steps,
+                        )
+            if mode == "central":  # the server's release (every round, even an empty one)
+                accountants[N].step(noise_multiplier=server_sigma, sample_rate=q, steps=1)
+                C = float(self.max_grad_norm)
+                virtual = _privatize(params, trained, C, server_sigma, q * N, server_gen)
+                params = self.aggregate(params, virtual, torch.ones(1))
+            elif trained is not None:
+                w = torch.tensor([ns[c] for c in chosen], dtype=torch.float32)
+                params = self.aggregate(params, trained, w / w.sum())
         module = init_mlp(sizes, self.activation, torch.Generator().manual_seed(0))
         with torch.no_grad():
             for p, v in zip(module.parameters(), params, strict=True):
                 p.copy_(v)
-        eps = np.array([a.get_epsilon(self.target_delta) if a.events else 0.0 for a in accountants])
         self.module_ = module
         if classes is not None:
             self.classes_ = classes
+        accountants = accountants[N:] * N if mode == "central" else accountants[:N]
+        eps = np.array([a.get_epsilon(self.target_delta) if a.events else 0.0 for a in accountants])
         self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
         self.client_epsilons_ = eps
-        self.epsilon_ = float(eps.max()) if self.dp else math.inf
-        self.delta_ = float(self.target_delta) if self.dp else 0.0
-        self.noise_multiplier_ = np.asarray(sigmas)
-        counts = np.zeros(N, dtype=int)
-        for chosen in schedule:
-            counts[chosen] += 1
-        self.participation_ = counts
+        self.epsilon_ = float(eps.max()) if mode != "none" else math.inf
+        self.delta_ = float(self.target_delta) if mode != "none" else 0.0
+        self.privacy_unit_ = {"local": "record", "central": "client"}.get(mode)
+        self.noise_multiplier_ = np.asarray([server_sigma] if mode == "central" else sigmas)
+        self.participation_ = np.bincount(np.concatenate(schedule), minlength=N).astype(int)
         self.n_features_in_ = len(self.schema)
         return self
-
-    # ---- prediction -----------------------------------------------------------------------
-    def _forward(self, X: pd.DataFrame) -> torch.Tensor:
-        check_is_fitted(self, "module_")
-        Z = torch.from_numpy(self.schema.encode(X, extra="ignore", missing="default"))
-        with torch.no_grad():
-            out: torch.Tensor = self.module_(Z)
-        return out
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        """Class probabilities of the global model, shape (n_samples, n_classes)."""
-        return torch.softmax(self._forward(X), dim=1).numpy().astype(np.float64)
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        """Labels (classification) or values (regression), shape (n_samples,)."""
-        if self.task == "classification":
-            return np.asarray(self.classes_[self.predict_proba(X).argmax(axis=1)])
-        return self._forward(X)[:, 0].numpy().astype(np.float64)
-
-    def score(self, X: pd.DataFrame, y: Any) -> float:
-        """Accuracy (classification) or R² (regression)."""
-        from sklearn.metrics import accuracy_score, r2_score
-
-        pred = self.predict(X)
-        return float(
-            accuracy_score(y, pred) if self.task == "classification" else r2_score(y, pred)
-        )
-
-
-class DPFedAvg(FederatedMLP):
-    """DP-FedAvg: local DP-SGD at every client, the server takes the data-weighted average.
-
-    See :class:`FederatedMLP` for the parameters and the privacy accounting.
-
-    References
-    ----------
-    pubsub-ml.txt §7.3 and §8.2.3 (the DP-FL baselines, 10% of clients per round); McMahan et
-    al., "Communication-efficient learning of deep networks from decentralized data" (FedAvg).
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> schema = FeatureSchema.numeric(["a", "b"])
-    >>> clients = []
-    >>> for _ in range(4):
-    ...     X = pd.DataFrame(rng.random((60, 2)), columns=["a", "b"])
-    ...     clients.append((X, (X.a > X.b).astype(int).to_numpy()))
-    >>> fl = DPFedAvg(schema=schema, classes=[0, 1], hidden_layer_sizes=(8,), rounds=2,
-    ...               client_fraction=0.5, batch_size=20, noise_multiplier=1.0,
-    ...               accountant="rdp").fit(clients)
-    >>> fl.participation_.tolist(), bool(fl.epsilon_ > 0)
-    ([1, 1, 1, 1], True)
-    """
-
-    def aggregate(
-        self,
-        global_params: list[torch.Tensor],
-        client_params: list[torch.Tensor],
-        weights: torch.Tensor,
-    ) -> list[torch.Tensor]:
-        """Weighted average of the clients' models (FedAvg)."""
-        return [torch.einsum("k,k...->...", weights, p) for p in client_params]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -43,6 +43,9 @@ from pubsubml.privacy.dpsgd_spec import (
 )
 
 __all__ = ["MLPStack", "train_dp_stacked"]
+
+#: ``grad_hook(params, grad)``: flat (S, P) parameters and step gradient; edits ``grad`` in place.
+GradHook = Callable[[Tensor, Tensor], None]
 
 _BETA1, _BETA2, _ADAM_EPS = 0.9, 0.999, 1e-8  # torch.optim.Adam defaults
 
@@ -353,6 +356,7 @@ def train_dp_stacked(
     configs: DPSGDConfig | Sequence[DPSGDConfig],
     generators: Sequence[torch.Generator],
     loss: str | Loss = "cross_entropy",
+    grad_hook: GradHook | None = None,
 ) -> list[TrainResult]:
     """Train the ``S`` MLPs of ``stack`` in place, each on its own data, in one batched computation.
 
@@ -370,6 +374,11 @@ def train_dp_stacked(
         All with the same ``optimizer`` and ``private``.
     generators : sequence of S torch.Generator
     loss : str or Loss, default="cross_entropy"
+    grad_hook : callable, optional
+        ``grad_hook(params, grad)`` runs at every step between forming the step's gradient
+        (clipped, noised and divided by the expected batch when private) and the optimizer
+        step, on the flat (S, P) parameters (:attr:`MLPStack.flat`) and gradient; it edits
+        ``grad`` in place, e.g. adds FedProx's proximal term μ(w − w_global).
 
     Returns
     -------
@@ -381,6 +390,11 @@ def train_dp_stacked(
         Lengths that do not match ``stack.n_sites``, or configs that mix optimizers or privacy.
     DataValidationError
         A site whose ``X`` and ``y`` disagree or that has no rows.
+
+    Notes
+    -----
+    ``grad_hook`` must not read the data: what it adds after the noise is then post-processing
+    of the DP release and costs no privacy (pubsub-ml.txt §3.1, Theorem 2).
 
     Examples
     --------
@@ -403,7 +417,7 @@ def train_dp_stacked(
     steps = [c.steps_for(n) for c, n in zip(cfgs, ns, strict=True)]
     opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
     run = _run_private if cfgs[0].private else _run_minibatch
-    sizes = run(stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, _loss(loss))
+    sizes = run(stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, _loss(loss), grad_hook)
     private = cfgs[0].private
     return [
         TrainResult(
@@ -430,6 +444,7 @@ def _run_private(
     cfgs: list[DPSGDConfig],
     generators: Sequence[torch.Generator],
     loss: Loss,
+    grad_hook: GradHook | None = None,
 ) -> Tensor:
     S, scratch = len(ns), _Scratch()
     q = torch.tensor(qs, dtype=torch.float32)
@@ -453,6 +468,8 @@ def _run_private(
         for s in running:
             torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
         grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))
+        if grad_hook is not None:
+            grad_hook(stack.flat, grad)
         opt.step([grad], active)
     return sizes
 
@@ -468,6 +485,7 @@ def _run_minibatch(
     cfgs: list[DPSGDConfig],
     generators: Sequence[torch.Generator],
     loss: Loss,
+    grad_hook: GradHook | None = None,
 ) -> Tensor:
     S, n_max, scratch = len(ns), X_pad.shape[1], _Scratch()
     batch = torch.tensor([c.batch_size for c in cfgs]).unsqueeze(1)
@@ -493,5 +511,8 @@ def _run_minibatch(
             count = valid.sum(1)
             sizes[done[active], sites[active]] = count[active]
             done += active
-            opt.step([grad.div_(count.clamp(min=1).unsqueeze(1))], active)
+            grad.div_(count.clamp(min=1).unsqueeze(1))
+            if grad_hook is not None:
+                grad_hook(stack.flat, grad)
+            opt.step([grad], active)
     return sizes

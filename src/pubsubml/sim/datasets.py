@@ -2,23 +2,52 @@
 
 Nothing is downloaded: every loader reads data shipped with an installed package or generates it.
 Each loader returns a :class:`Dataset` whose :class:`~pubsubml.schema.FeatureSchema` carries public
-bounds and defaults written here as domain knowledge, never computed from the data.
+bounds and defaults written here as domain knowledge, never computed from the data.  The tabular
+stand-ins for the papers' data sets live in :mod:`pubsubml.sim.tabular_datasets` and are re-exported
+here; :func:`load` finds any loader by name.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from river.datasets import synth
 
+from pubsubml.errors import DataValidationError
 from pubsubml.schema import FeatureSchema
+from pubsubml.sim.tabular_datasets import (
+    SKLEARN_NAMES,
+    UnknownDatasetError,
+    load_diamonds,
+    load_flchain,
+    load_hi,
+    load_shuttle,
+    load_sklearn,
+)
 
-__all__ = ["Dataset", "hyperplane", "hyperplane_chunks", "hyperplane_schema"]
+__all__ = [
+    "LOADERS",
+    "SKLEARN_NAMES",
+    "Dataset",
+    "UnknownDatasetError",
+    "hyperplane",
+    "hyperplane_chunks",
+    "hyperplane_schema",
+    "load",
+    "load_diamonds",
+    "load_flchain",
+    "load_hi",
+    "load_mnist1d",
+    "load_shuttle",
+    "load_sklearn",
+]
 
 
 @dataclass(frozen=True)
@@ -34,6 +63,8 @@ class Dataset:
     task : {"classification", "regression"}
     classes : tuple or None
         The public label set for classification.
+    target_range : tuple of float or None
+        Public bounds of a regression target (e.g. to report 1 - MSE on ``(y - lo) / (hi - lo)``).
     """
 
     X: pd.DataFrame
@@ -41,6 +72,7 @@ class Dataset:
     schema: FeatureSchema
     task: Literal["classification", "regression"]
     classes: tuple[int, ...] | None = None
+    target_range: tuple[float, float] | None = None
 
     def __len__(self) -> int:
         return len(self.X)
@@ -53,6 +85,7 @@ class Dataset:
             schema=self.schema,
             task=self.task,
             classes=self.classes,
+            target_range=self.target_range,
         )
 
 
@@ -149,3 +182,84 @@ def hyperplane(
     return Dataset(
         X=X, y=y, schema=hyperplane_schema(n_features), task="classification", classes=(0, 1)
     )
+
+
+MNIST1D_BOUND = 6.0
+
+
+def load_mnist1d(n: int = 4000, seed: int = 0) -> Dataset:
+    """``n`` generated MNIST-1D sequences (40 values each, 10 balanced classes).
+
+    Wraps :func:`pubsubml.sim.proxyfl_experiments.load_mnist1d` (train and test parts joined).  The
+    generator standardizes its output (mean 0, standard deviation 1 over the generated set), so the
+    public bounds are ±6 standard deviations, default 0.  A small MNIST-like image task that runs on
+    a CPU, for the image experiments of proxyfl.txt and pubsub-ml.txt §8.3.1.
+
+    Raises
+    ------
+    DataValidationError
+        If ``n`` is not a positive multiple of 10.
+
+    Examples
+    --------
+    >>> d = load_mnist1d(20, seed=0)
+    >>> d.X.shape, d.classes
+    ((20, 40), (0, 1, 2, 3, 4, 5, 6, 7, 8, 9))
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 10 or n % 10:
+        raise DataValidationError(f"n must be a positive multiple of 10, got {n!r}")
+    from pubsubml.sim.proxyfl_experiments import load_mnist1d as generate_mnist1d
+
+    n_test = max(n // 5, 1)
+    X_tr, y_tr, X_te, y_te = generate_mnist1d(n - n_test, n_test, seed)
+    schema = FeatureSchema.numeric(
+        [f"x{i}" for i in range(X_tr.shape[1])],
+        lower=-MNIST1D_BOUND,
+        upper=MNIST1D_BOUND,
+        default=0.0,
+    )
+    X = pd.DataFrame(np.concatenate([X_tr, X_te]).astype(np.float64), columns=schema.names)
+    y = np.concatenate([y_tr, y_te]).astype(np.int64)
+    return Dataset(X=X, y=y, schema=schema, task="classification", classes=tuple(range(10)))
+
+
+def _load_hyperplane(n_rows: int = 1000, seed: int = 0, **kwargs: Any) -> Dataset:
+    return hyperplane(n_rows, seed=seed, **kwargs)
+
+
+LOADERS: Mapping[str, Callable[..., Dataset]] = MappingProxyType(
+    {
+        "diamonds": load_diamonds,
+        "flchain": load_flchain,
+        "hi": load_hi,
+        "hyperplane": _load_hyperplane,
+        "mnist1d": load_mnist1d,
+        "shuttle": load_shuttle,
+        **{name: functools.partial(load_sklearn, name) for name in SKLEARN_NAMES},
+    }
+)
+
+
+def load(name: str, **kwargs: Any) -> Dataset:
+    """Load a data set by name (see :data:`LOADERS`), passing ``kwargs`` to its loader.
+
+    ``"hyperplane"`` takes :func:`hyperplane`'s arguments (``n_rows`` default 1000, ``seed`` default
+    0); ``"mnist1d"`` takes ``n`` and ``seed``; the others take none.
+
+    Raises
+    ------
+    UnknownDatasetError
+        If no loader has that name.
+
+    Examples
+    --------
+    >>> load("hyperplane", n_rows=3, seed=1).X.shape
+    (3, 10)
+    """
+    try:
+        loader = LOADERS[name]
+    except (KeyError, TypeError):
+        raise UnknownDatasetError(
+            f"unknown data set {name!r}; available: {sorted(LOADERS)}"
+        ) from None
+    return loader(**kwargs)

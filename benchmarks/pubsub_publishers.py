@@ -1,0 +1,156 @@
+"""1,000 DP publishers and 10 subscribers end to end (pubsub-ml.txt §8.2.3, Fig. 4, Table 6).
+
+Times every phase of one fold of ``pubsubml bench pubsub-selection`` (without the FL baselines):
+generate the Hyperplane sites (Table 3), train the 1,000 publishers' DP networks (10-100-50-2
+tanh, 30 epochs, minibatch 100, Adam; ε = 1, δ = 10⁻⁴) at once with
+:func:`pubsubml.learners.mlp.fit_many`, export + charge the ledger + publish each to a
+:class:`~pubsubml.hub.LocalHub`, then for each of 10 subscribers: pull the 1,000 models (Load)
+and customize with All / Top-100 / Top-50 / Top-10, the subscribed networks' outputs computed
+batched (``published_runner``).
+
+References measured in the same run (named in the table, ratio = batched / reference):
+
+* training: a sample of publishers trained one by one with ``clone(est).fit`` on the same
+  data, extrapolated to all publishers (× n_publishers / sample);
+* customization: one subscriber's All customization with the networks run one by one
+  (``runner=None``: each model's ``predict_proba`` on its own).
+
+Target: train the 1,000 publishers and customize for the 10 subscribers within 10 minutes on 2
+cores.  Run: ``.venv/bin/python benchmarks/pubsub_publishers.py`` (``--publishers``,
+``--subscribers``, ``--sample`` for a quick check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import resource
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import clone
+
+from pubsubml.methods.outputs import published_runner
+from pubsubml.methods.pubsub import Customizer
+from pubsubml.sim.datasets import hyperplane_schema
+from pubsubml.sim.pubsub_hyperplane import make_consortium
+from pubsubml.sim.pubsub_selection import (
+    SIZES,
+    customize_records,
+    publish_models,
+    pull_models,
+    split_sites,
+    train_publishers,
+)
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--publishers", type=int, default=1000)
+    parser.add_argument("--subscribers", type=int, default=10)
+    parser.add_argument("--sample", type=int, default=10, help="publishers trained one by one")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    sizes = SIZES["full"]
+    rows: list[tuple[str, float, str]] = []
+    load_before = _load()
+
+    t0 = time.perf_counter()
+    pubs, subs = make_consortium(args.publishers, args.subscribers, sizes.rows, seed=args.seed)
+    data = split_sites(pubs, subs, folds=sizes.folds, fold=0, seed=args.seed)
+    rows.append(("generate sites (Table 3)", time.perf_counter() - t0, ""))
+
+    models, t_train = train_publishers(data.publishers, sizes, seed=args.seed)
+    rows.append((f"train {args.publishers} DP publishers, fit_many (stacked)", t_train, ""))
+
+    est = clone(models[0]).set_params(random_state=args.seed)
+    t0 = time.perf_counter()
+    for X, y in data.publishers[: args.sample]:
+        clone(est).fit(X, y)
+    t_one = (time.perf_counter() - t0) * args.publishers / args.sample
+    rows.append(
+        (
+            f"reference: clone(est).fit one by one ({args.sample} timed, × "
+            f"{args.publishers / args.sample:g} extrapolated)",
+            t_one,
+            f"ratio fit_many / reference = {t_train / t_one:.3f}",
+        )
+    )
+
+    hub, keys, t_publish = publish_models(models, data.names, sizes)
+    rows.append(("export + ledger charge + publish to LocalHub", t_publish, ""))
+
+    t_load = t_custom = 0.0
+    scores: dict[str, list[float]] = {}
+    first: tuple[list[Any], tuple[Any, Any]] | None = None
+    for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True)):
+        received, t = pull_models(hub, keys, f"s{j}")
+        t_load += t
+        t0 = time.perf_counter()
+        for r in customize_records(received, fit, test, sizes.top_ms, seed=args.seed + j):
+            scores.setdefault(r["method"], []).append(r["score"])
+        t_custom += time.perf_counter() - t0
+        first = first or (received, fit)
+    rows.append((f"{args.subscribers} subscribers: Load (pull all models)", t_load, ""))
+    rows.append(
+        (f"{args.subscribers} subscribers: customize All, Top-100/50/10 (batched)", t_custom, "")
+    )
+
+    assert first is not None
+    received, (X_fit, y_fit) = first
+    timings = []
+    for runner in (published_runner, None):
+        t0 = time.perf_counter()
+        Customizer(
+            models=received,
+            schema=hyperplane_schema(),
+            runner=runner,
+            random_state=args.seed,
+        ).fit(X_fit, y_fit)
+        timings.append(time.perf_counter() - t0)
+    rows.append(("one subscriber, customize All, batched outputs", timings[0], ""))
+    rows.append(
+        (
+            "reference: same, each network's predict_proba on its own",
+            timings[1],
+            f"ratio batched / reference = {timings[0] / timings[1]:.3f}",
+        )
+    )
+    total = t_train + t_publish + t_load + t_custom
+    rows.append(
+        (
+            f"TOTAL train + publish + {args.subscribers} subscribers (Load + customize)",
+            total,
+            f"target <= 600 s: {'met' if total <= 600 else 'missed'}",
+        )
+    )
+
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads "
+        f"{torch.get_num_threads()}, load average {load_before:.1f} -> {_load():.1f}"
+    )
+    width = max(len(r[0]) for r in rows)
+    print(f"| {'phase':<{width}} | {'seconds':>8} | note |")
+    print(f"|{'-' * (width + 2)}|{'-' * 10}|------|")
+    for phase, seconds, note in rows:
+        print(f"| {phase:<{width}} | {seconds:8.2f} | {note} |")
+    accs = ", ".join(f"{k} {np.mean(v):.3f}" for k, v in scores.items())
+    print(f"mean accuracy over the subscribers' held-out 20%: {accs}")
+    print(
+        f"publisher ε = {max(m.epsilon_ for m in models):.4f} (δ = {sizes.delta:g}); peak RSS "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Command line of the PubSub-ML evaluation: the ``pubsub-*`` benchmarks on tabular stand-ins.
+
+Mounted in the main CLI with :func:`register` as ``pubsubml bench pubsub-*``; each writes
+``<out-dir>/pubsub-*.{csv,md,png}`` (see :mod:`pubsubml.sim.pubsub_experiments`).
+
+References
+----------
+pubsub-ml.txt §8.1 (Fig. 3), §8.2.1–8.2.2 (Table 5, Fig. 7), §8.3.2 (Fig. 10), §8.3.4 (Fig. 11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["BENCHMARKS", "register"]
+
+BENCHMARKS = (
+    "pubsub-models",
+    "pubsub-nonprivate",
+    "pubsub-privacy",
+    "pubsub-regression",
+    "pubsub-scenarios",
+)
+
+
+def _run(
+    name: str, *, out_dir: Path, seeds: int, folds: int, jobs: int, smoke: bool, turns: int | None
+) -> None:
+    from pubsubml.sim.pubsub_experiments import RunOptions, run_experiment
+
+    if seeds < 1 or folds < 2 or jobs < 1 or (turns is not None and not 1 <= turns <= 10):
+        typer.echo(
+            "error: need --seeds >= 1, --folds >= 2, --jobs >= 1, 1 <= --turns <= 10", err=True
+        )
+        raise typer.Exit(code=2)
+    import torch
+
+    # Small networks: one intra-op thread each is far faster than thread hand-offs on few cores.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
+        written = run_experiment(name, out_dir, opts)
+    finally:
+        torch.set_num_threads(threads)
+    typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
+
+
+def _command(name: str) -> Callable[..., None]:
+    def command(
+        seeds: Annotated[int, typer.Option(help="Seeds (each a full cross-validation).")] = 1,
+        folds: Annotated[int, typer.Option(help="Cross-validation folds (the paper: 5).")] = 5,
+        jobs: Annotated[int, typer.Option(help="Worker processes for independent folds.")] = 1,
+        turns: Annotated[
+            int | None, typer.Option(help="Subscriber turns in the IID scenarios (default 10).")
+        ] = None,
+        smoke: Annotated[
+            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
+        ] = False,
+        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
+            "docs/results"
+        ),
+    ) -> None:
+        _run(name, out_dir=out_dir, seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
+
+    command.__doc__ = f"Run the {name} experiment (writes docs/results/{name}.*)."
+    return command
+
+
+def register(bench_app: typer.Typer) -> None:
+    """Add every ``pubsub-*`` benchmark of this module to the ``bench`` group.
+
+    Examples
+    --------
+    >>> group = typer.Typer()
+    >>> register(group)
+    >>> sorted(c.name for c in group.registered_commands)[:2]
+    ['pubsub-models', 'pubsub-nonprivate']
+    """
+    for name in BENCHMARKS:
+        bench_app.command(name)(_command(name))

@@ -1,0 +1,375 @@
+"""Grids, summaries, figures and contribution graphs of the stacking experiments (pfl-stacking.txt §4).
+
+Each ``run_*`` function runs one experiment's grid with :func:`~pubsubml.sim.runner.run_grid` and
+writes ``stacking-<name>.{csv,md,png}`` (per-client records, mean ± SE table, figure) and
+``stacking-<name>-graph.{csv,md,png}`` (the contribution graph of one federation and the centrality
+ranking of its clients) with :func:`~pubsubml.sim.runner.write_results`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from pubsubml.sim.runner import run_grid, write_results
+from pubsubml.sim.stacking_experiments import (
+    STAND_INS,
+    StackingConfig,
+    label_task,
+    natural_task,
+    quantity_task,
+    vertical_task,
+)
+from pubsubml.sim.stacking_figures import (
+    binned_plot,
+    dp_bars,
+    param_lines,
+    summary_table,
+    write_graph,
+)
+
+__all__ = [
+    "EXPERIMENTS",
+    "result_name",
+    "run_label",
+    "run_natural",
+    "run_quantity",
+    "run_vertical",
+]
+
+
+def _run(
+    cfg: StackingConfig, task: Callable[..., list[dict[str, Any]]], grid: list[dict[str, Any]]
+) -> pd.DataFrame:
+    common = cfg.common()
+    full = [{**g, **common} for g in grid]
+    return run_grid(
+        task,
+        seeds=cfg.seeds,
+        folds=cfg.repeats,
+        grid=full,
+        jobs=cfg.jobs,
+        description=task.__name__,
+        progress=not cfg.smoke,
+    )
+
+
+def result_name(cfg: StackingConfig, experiment: str) -> str:
+    """``stacking-<experiment>``, with ``-<dataset>`` unless the data set is ``hi`` (Census).
+
+    Examples
+    --------
+    >>> result_name(StackingConfig(dataset="flchain"), "natural")
+    'stacking-natural-flchain'
+    """
+    suffix = "" if cfg.dataset == "hi" else f"-{cfg.dataset}"
+    return f"stacking-{experiment}{suffix}"
+
+
+def _split(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    clients = table[table.record == "client"].dropna(axis=1, how="all").reset_index(drop=True)
+    edges = table[table.record == "edge"].dropna(axis=1, how="all").reset_index(drop=True)
+    return clients, edges
+
+
+def _notes(cfg: StackingConfig, extra: str) -> str:
+    return (
+        f"Data set: `{cfg.dataset}` (offline stand-in for {STAND_INS.get(cfg.dataset, '?')}), "
+        f"{cfg.max_rows} rows sampled per seed, {cfg.n_clients} clients unless the partition "
+        f"decides; {cfg.seeds} seed(s) × {cfg.repeats} repeat(s) of the 0.6/0.2/0.2 stratified "
+        f"split; private and meta-models are random forests with {cfg.trees} trees.  Public models: "
+        "`rf` = non-private random forest (the paper's setting, a reference), `dp_rf_e*` / "
+        "`dp_lr_e*` / `dp_mlp_e*` = DP random forest / logistic regression / MLP with the ε their "
+        "accountant reports (column `epsilon`).  `gain` = personalized − private-only balanced "
+        "accuracy, the private-only model being trained on Train ∪ Meta Train (as the paper's "
+        "source); `gain_auc` the same for ROC AUC from probabilities.  Mean ± SE over federations "
+        "(seed × repeat), each averaged over its clients.  " + extra
+    )
+
+
+def run_quantity(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
+    """§4.1: gain vs ``a``; gain, importance and self-importance vs a client's data share."""
+    values = (0.5, 1.0) if cfg.smoke else (0.25, 0.5, 0.75, 1.0)
+    grid = [{"a": a, "models": "rf", "n_clients": cfg.n_clients} for a in values]
+    if cfg.dp:
+        grid.append({"a": values[0], "n_clients": cfg.n_clients, **cfg.dp_grid()})
+    grid = [{**g, "min_size": 20 if cfg.smoke else 50} for g in grid]
+    clients, edges = _split(_run(cfg, quantity_task, grid))
+    rf = clients[clients.models == "rf"]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8), layout="constrained")
+    param_lines(axes[0, 0], clients, "a", "power-law a (1 = equal shares)")
+    ho = rf[(rf.public == "rf") & (rf.variant == "held_out")]
+    binned_plot(axes[0, 1], ho, "share", "gain", "held_out")
+    axes[0, 1].set(xlabel="client data share", ylabel="balanced accuracy gain")
+    binned_plot(axes[0, 2], ho, "share", "importance", "held_out")
+    axes[0, 2].set(xlabel="client data share", ylabel="importance (normalized in-strength)")
+    for variant in ("held_out", "pooled"):
+        binned_plot(
+            axes[1, 0],
+            rf[(rf.public == "rf") & (rf.variant == variant)],
+            "share",
+            "self_importance",
+            variant,
+        )
+    axes[1, 0].set(xlabel="client data share", ylabel="self-importance")
+    axes[1, 0].legend(fontsize=7)
+    dp_bars(axes[1, 1], clients, f"a = {values[0]}: public model kinds")
+    axes[1, 2].set_visible(False)
+    fig.suptitle(f"Quantity skew ({cfg.dataset})")
+    notes = _notes(
+        cfg,
+        "Power-law shares (k/K)^a − ((k−1)/K)^a of pubsubml.sim.partition, "
+        f"at least {grid[0]['min_size']} rows per client.",
+    )
+    write_results(
+        result_name(cfg, "quantity"),
+        out_dir,
+        table=clients,
+        summary=summary_table(clients, ["models", "a", "public", "variant"]),
+        figure=fig,
+        notes=notes,
+    )
+    write_graph(
+        result_name(cfg, "quantity"),
+        clients,
+        edges,
+        {"a": values[0], "models": "rf"},
+        "share",
+        out_dir,
+        notes,
+    )
+    return clients
+
+
+def run_label(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
+    """§4.2: gain vs α; gain and importance vs label balance; the importance matrix (Fig. 3f)."""
+    values = (0.5, 10.0) if cfg.smoke else (0.5, 1.0, 10.0, 100.0)
+    grid = [{"alpha": a, "models": "rf", "n_clients": cfg.n_clients} for a in values]
+    if cfg.dp:
+        grid.append({"alpha": values[1], "n_clients": cfg.n_clients, **cfg.dp_grid()})
+    clients, edges = _split(_run(cfg, label_task, grid))
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8), layout="constrained")
+    param_lines(axes[0, 0], clients, "alpha", "Dirichlet α")
+    axes[0, 0].set_xscale("log")
+    ho = rf[rf.variant == "held_out"]
+    binned_plot(axes[0, 1], ho, "balance", "gain", "held_out")
+    axes[0, 1].set(xlabel="client positive-label share", ylabel="balanced accuracy gain")
+    binned_plot(axes[0, 2], ho, "balance", "importance", "held_out")
+    axes[0, 2].set(xlabel="client positive-label share", ylabel="importance")
+    e = edges[(edges.models == "rf") & (edges.public == "rf") & (edges.variant == "held_out")]
+    bins = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    rows = pd.cut(e.client_balance, bins, include_lowest=True)
+    cols = pd.cut(e.publisher_balance, bins, include_lowest=True)
+    matrix = e.groupby([rows, cols], observed=False)["weight"].mean().unstack()
+    im = axes[1, 0].imshow(matrix.to_numpy(dtype=float), origin="lower", cmap="viridis")
+    ticks = [f"{b:.1f}" for b in bins[1:]]
+    axes[1, 0].set_xticks(range(len(ticks)), ticks)
+    axes[1, 0].set_yticks(range(len(ticks)), ticks)
+    axes[1, 0].set(
+        xlabel="publisher label balance (bin upper edge)",
+        ylabel="subscriber label balance",
+        title="mean assigned importance",
+    )
+    fig.colorbar(im, ax=axes[1, 0])
+    dp_bars(axes[1, 1], clients, f"α = {values[1]}: public model kinds")
+    for variant in ("held_out", "pooled"):
+        binned_plot(axes[1, 2], rf[rf.variant == variant], "balance", "self_importance", variant)
+    axes[1, 2].set(xlabel="client positive-label share", ylabel="self-importance")
+    axes[1, 2].legend(fontsize=7)
+    fig.suptitle(f"Label skew ({cfg.dataset})")
+    notes = _notes(
+        cfg,
+        "Labels q ~ Dirichlet(α·p) with p the global class frequencies "
+        "(pubsubml.sim.partition.dirichlet_label_skew, equal client sizes).",
+    )
+    matrix.index = [str(i) for i in matrix.index]
+    matrix.columns = [str(c) for c in matrix.columns]
+    write_results(
+        result_name(cfg, "label-matrix"),
+        out_dir,
+        table=matrix.reset_index(names="subscriber"),
+        summary=matrix.reset_index(names="subscriber \\ publisher"),
+        notes="Mean importance a held-out stacked model (public `rf`) gives another "
+        "client's model, by subscriber (rows) and publisher (columns) label balance.",
+    )
+    write_results(
+        result_name(cfg, "label"),
+        out_dir,
+        table=clients,
+        summary=summary_table(clients, ["models", "alpha", "public", "variant"]),
+        figure=fig,
+        notes=notes,
+    )
+    write_graph(
+        result_name(cfg, "label"),
+        clients,
+        edges,
+        {"alpha": values[1], "models": "rf"},
+        "balance",
+        out_dir,
+        notes,
+    )
+    return clients
+
+
+def run_vertical(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
+    """§4.3 / App. A: gain over (p, ε_noise), importance vs Jaccard, DP defaults, held-out vs pooled."""
+    ps = (0.5,) if cfg.smoke else (0.25, 0.5, 0.75)
+    noises = (0.0, 4.0) if cfg.smoke else (0.0, 2.0, 4.0, 8.0, 16.0)
+    base = {"models": "rf", "n_clients": cfg.n_clients, "rows": "all"}
+    grid = [{"p": p, "noise": e, "defaults": "noisy", **base} for p in ps for e in noises]
+    grid += [{"p": p, "noise": 0.0, "defaults": "dp", **base} for p in ps]
+    grid += [
+        {**g, "rows": "disjoint"} for g in grid if g["noise"] == 0 and g["defaults"] == "noisy"
+    ]
+    if cfg.dp:
+        for rows in ("all", "disjoint"):
+            mid = {"p": ps[len(ps) // 2], "noise": 0.0, "defaults": "noisy", "rows": rows}
+            grid.append({**mid, "n_clients": cfg.n_clients, **cfg.dp_grid()})
+    clients, edges = _split(_run(cfg, vertical_task, grid))
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    noisy = rf[(rf.defaults == "noisy") & (rf.rows == "all")]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
+    scale = max(0.02, float(noisy.groupby(["variant", "p", "noise"])["gain"].mean().abs().max()))
+    for ax, variant in zip(axes[0, :2], ("held_out", "pooled"), strict=True):
+        per_fed = noisy[noisy.variant == variant].groupby(["p", "noise", "seed", "fold"])["gain"]
+        heat = per_fed.mean().groupby(["p", "noise"]).mean().unstack()
+        im = ax.imshow(
+            heat.to_numpy(dtype=float),
+            origin="lower",
+            cmap="RdBu",
+            vmin=-scale,
+            vmax=scale,
+            aspect="auto",
+        )
+        ax.set_xticks(range(heat.shape[1]), [f"{c:g}" for c in heat.columns])
+        ax.set_yticks(range(heat.shape[0]), [f"{r:g}" for r in heat.index])
+        for (i, j), v in np.ndenumerate(heat.to_numpy(dtype=float)):
+            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=7)
+        ax.set(
+            xlabel="ε_noise of the defaults",
+            ylabel="proportion p of predictors",
+            title=f"gain, {variant}" + (" (Fig. 6)" if variant == "pooled" else ""),
+        )
+        fig.colorbar(im, ax=ax)
+    e = edges[
+        (edges.models == "rf")
+        & (edges.public == "rf")
+        & (edges.variant == "held_out")
+        & (edges.defaults == "noisy")
+        & (edges.rows == "all")
+    ]
+    binned_plot(axes[0, 2], e, "jaccard", "weight", "held_out", bins=6)
+    axes[0, 2].set(xlabel="Jaccard similarity of feature sets", ylabel="assigned importance")
+    for variant in ("held_out", "pooled"):
+        v = noisy[noisy.variant == variant]
+        s = v.groupby("p")["self_importance"].agg(["mean", "sem"])
+        axes[1, 0].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
+        s = v.groupby("noise")["self_importance"].agg(["mean", "sem"])
+        axes[1, 1].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
+    axes[1, 0].set(xlabel="proportion p", ylabel="self-importance")
+    axes[1, 1].set(xlabel="ε_noise", ylabel="self-importance")
+    axes[1, 0].legend(fontsize=7)
+    axes[1, 1].legend(fontsize=7)
+    held_out = clients[clients.variant == "held_out"]
+    dp_bars(axes[1, 2], held_out, f"p = {ps[len(ps) // 2]}, held-out: public kinds", by="rows")
+    fig.suptitle(f"Vertical partitioning ({cfg.dataset})")
+    notes = _notes(
+        cfg,
+        "`rows=all` (the paper): every client holds the same rows and round(p·d) of the d "
+        "original columns (drawn without replacement, as the paper's source), so the other "
+        "clients' public models were trained on a client's Test rows too (other columns); "
+        "`rows=disjoint` (a hybrid partition): each client holds its own as many rows, so "
+        "none was.  `defaults=noisy`: the "
+        "paper's simulated public defaults computed from each client's data — mode "
+        "(categorical), median + N(0, s·ε_noise) (numeric) — not private; "
+        "`defaults=dp`: ε-DP medians/modes (exponential mechanism, ε = 1 per client, "
+        "charged to its PrivacyLedger; `defaults_epsilon`).",
+    )
+    write_results(
+        result_name(cfg, "vertical"),
+        out_dir,
+        table=clients,
+        summary=summary_table(
+            clients, ["models", "rows", "defaults", "p", "noise", "public", "variant"]
+        ),
+        figure=fig,
+        notes=notes,
+    )
+    write_graph(
+        result_name(cfg, "vertical"),
+        clients,
+        edges,
+        {"p": ps[len(ps) // 2], "noise": 0.0, "defaults": "noisy", "rows": "all", "models": "rf"},
+        "n_features",
+        out_dir,
+        notes,
+    )
+    return clients
+
+
+def run_natural(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
+    """§4.4: gain and self-importance per client of a natural partition."""
+    grid: list[dict[str, Any]] = [{"models": "rf", "min_size": 20 if cfg.smoke else 50}]
+    if cfg.dp:
+        grid.append({"min_size": grid[0]["min_size"], **cfg.dp_grid()})
+    clients, edges = _split(_run(cfg, natural_task, grid))
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4), layout="constrained")
+    names = list(dict.fromkeys(rf.client))
+    share = rf.groupby("client")["share"].mean().reindex(names)
+    axes[0].bar(range(len(names)), share)
+    axes[0].set(title="data share", ylabel="share of rows")
+    for ax, metric in ((axes[1], "gain"), (axes[2], "self_importance")):
+        for j, variant in enumerate(("held_out", "pooled")):
+            s = rf[rf.variant == variant].groupby("client")[metric].agg(["mean", "sem"])
+            s = s.reindex(names)
+            ax.bar(
+                np.arange(len(names)) + (j - 0.5) * 0.4,
+                s["mean"],
+                0.4,
+                yerr=s["sem"].fillna(0),
+                label=variant,
+                capsize=2,
+            )
+        ax.set(title=metric)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.legend(fontsize=7)
+    for ax in axes[:3]:
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
+    dp_bars(axes[3], clients, "public model kinds")
+    fig.suptitle(f"Natural partitioning ({cfg.dataset})")
+    notes = _notes(
+        cfg,
+        "One client per value of the partition column (not a feature), groups "
+        f"under {grid[0]['min_size']} rows left out.",
+    )
+    write_results(
+        result_name(cfg, "natural"),
+        out_dir,
+        table=clients,
+        summary=summary_table(clients, ["models", "client", "public", "variant"]),
+        figure=fig,
+        notes=notes,
+    )
+    write_graph(
+        result_name(cfg, "natural"), clients, edges, {"models": "rf"}, "share", out_dir, notes
+    )
+    return clients
+
+
+EXPERIMENTS: dict[str, Callable[[StackingConfig, Path], pd.DataFrame]] = {
+    "stacking-label": run_label,
+    "stacking-natural": run_natural,
+    "stacking-quantity": run_quantity,
+    "stacking-vertical": run_vertical,
+}

@@ -17,6 +17,15 @@ from typing import Annotated
 
 import typer
 
+from pubsubml.methods.bench_cli import (
+    DEFAULT_OUT_DIR,
+    OutDirOption,
+    SmokeOption,
+    fail,
+    register_commands,
+    run_experiment_command,
+)
+
 __all__ = ["BENCHMARKS", "bench", "register"]
 
 BENCHMARKS = (
@@ -45,29 +54,17 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
         "domain-experts-mnist1d": run_mnist1d,
     }
     if name not in experiments:
-        typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
-        raise typer.Exit(code=2)
-    import torch
-
-    # The models are tiny: one intra-op thread is far faster than thread hand-offs on few cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        experiments[name](ExperimentConfig("smoke" if smoke else "full", seed=seed), out_dir)
-    finally:
-        torch.set_num_threads(threads)
+        fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = ExperimentConfig("smoke" if smoke else "full", seed=seed)
+    run_experiment_command(name, lambda: experiments[name](config, out_dir))
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 
 
 def _bench_command(name: str) -> Callable[..., None]:
     def command(
-        smoke: Annotated[
-            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
-        ] = False,
-        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
-            "docs/results"
-        ),
+        smoke: SmokeOption = False,
+        out_dir: OutDirOption = DEFAULT_OUT_DIR,
         seed: Annotated[int, typer.Option(help="Seed of data and runs.")] = 0,
     ) -> None:
         bench(name, smoke=smoke, out_dir=out_dir, seed=seed)
@@ -86,5 +83,4 @@ def register(bench_app: typer.Typer) -> None:
     >>> sorted(c.name for c in group.registered_commands)
     ['domain-experts-classification', 'domain-experts-incentives', 'domain-experts-mnist1d', 'domain-experts-regression']
     """
-    for name in BENCHMARKS:
-        bench_app.command(name)(_bench_command(name))
+    register_commands(bench_app, BENCHMARKS, _bench_command)

@@ -16,6 +16,15 @@ from typing import Annotated
 
 import typer
 
+from pubsubml.methods.bench_cli import (
+    DEFAULT_OUT_DIR,
+    OutDirOption,
+    SmokeOption,
+    fail,
+    register_commands,
+    run_experiment_command,
+)
+
 __all__ = ["BENCHMARKS", "register"]
 
 BENCHMARKS = (
@@ -33,20 +42,9 @@ def _run(
     from pubsubml.sim.pubsub_experiments import RunOptions, run_experiment
 
     if seeds < 1 or folds < 2 or jobs < 1 or (turns is not None and not 1 <= turns <= 10):
-        typer.echo(
-            "error: need --seeds >= 1, --folds >= 2, --jobs >= 1, 1 <= --turns <= 10", err=True
-        )
-        raise typer.Exit(code=2)
-    import torch
-
-    # Small networks: one intra-op thread each is far faster than thread hand-offs on few cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
-        written = run_experiment(name, out_dir, opts)
-    finally:
-        torch.set_num_threads(threads)
+        fail("need --seeds >= 1, --folds >= 2, --jobs >= 1, 1 <= --turns <= 10")
+    opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
+    written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts))
     typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
 
 
@@ -58,12 +56,8 @@ def _command(name: str) -> Callable[..., None]:
         turns: Annotated[
             int | None, typer.Option(help="Subscriber turns in the IID scenarios (default 10).")
         ] = None,
-        smoke: Annotated[
-            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
-        ] = False,
-        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
-            "docs/results"
-        ),
+        smoke: SmokeOption = False,
+        out_dir: OutDirOption = DEFAULT_OUT_DIR,
     ) -> None:
         _run(name, out_dir=out_dir, seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
 
@@ -81,5 +75,4 @@ def register(bench_app: typer.Typer) -> None:
     >>> sorted(c.name for c in group.registered_commands)[:2]
     ['pubsub-models', 'pubsub-nonprivate']
     """
-    for name in BENCHMARKS:
-        bench_app.command(name)(_command(name))
+    register_commands(bench_app, BENCHMARKS, _command)

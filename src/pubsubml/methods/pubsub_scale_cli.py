@@ -19,6 +19,15 @@ from typing import Annotated
 
 import typer
 
+from pubsubml.methods.bench_cli import (
+    DEFAULT_OUT_DIR,
+    OutDirOption,
+    SmokeOption,
+    fail,
+    register_commands,
+    run_experiment_command,
+)
+
 __all__ = ["BENCHMARKS", "bench", "register"]
 
 BENCHMARKS = ("pubsub-noisy", "pubsub-publishers", "pubsub-selection", "pubsub-streams")
@@ -41,30 +50,17 @@ def bench(
         With code 2 on an unknown benchmark name or bad ``seeds`` / ``jobs`` / ``folds``.
     """
     if name not in BENCHMARKS:
-        typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
-        raise typer.Exit(code=2)
+        fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
     if seeds < 1 or jobs < 1 or (folds is not None and folds < 1):
-        typer.echo("error: --seeds, --jobs and --folds must be >= 1", err=True)
-        raise typer.Exit(code=2)
-    import logging
-
-    import torch
-
+        fail("--seeds, --jobs and --folds must be >= 1")
     from pubsubml.sim.pubsub_scale_experiments import EXPERIMENTS
 
-    logging.getLogger("absl").setLevel(logging.ERROR)
-    # The networks are small: one intra-op thread beats thread hand-offs on a few shared cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        written = EXPERIMENTS[name](
+    written = run_experiment_command(
+        name,
+        lambda: EXPERIMENTS[name](
             seeds=seeds, jobs=jobs, smoke=smoke, out_dir=out_dir, folds=folds
-        )
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    finally:
-        torch.set_num_threads(threads)
+        ),
+    )
     typer.echo(f"{name}: wrote {', '.join(p.name for p in written)} to {out_dir}")
 
 
@@ -72,12 +68,8 @@ def _bench_command(name: str) -> Callable[..., None]:
     def command(
         seeds: Annotated[int, typer.Option(help="Number of seeds (0 … n-1).")] = 1,
         jobs: Annotated[int, typer.Option(help="Worker processes (the machine is shared).")] = 1,
-        smoke: Annotated[
-            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
-        ] = False,
-        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
-            "docs/results"
-        ),
+        smoke: SmokeOption = False,
+        out_dir: OutDirOption = DEFAULT_OUT_DIR,
         folds: Annotated[
             int | None,
             typer.Option(help="Run only the first N folds of the 5-fold split (default: all)."),
@@ -99,5 +91,4 @@ def register(bench_app: typer.Typer) -> None:
     >>> sorted(c.name for c in group.registered_commands)
     ['pubsub-noisy', 'pubsub-publishers', 'pubsub-selection', 'pubsub-streams']
     """
-    for name in BENCHMARKS:
-        bench_app.command(name)(_bench_command(name))
+    register_commands(bench_app, BENCHMARKS, _bench_command)

@@ -18,6 +18,15 @@ from typing import Annotated
 
 import typer
 
+from pubsubml.methods.bench_cli import (
+    DEFAULT_OUT_DIR,
+    OutDirOption,
+    SmokeOption,
+    fail,
+    register_commands,
+    run_experiment_command,
+)
+
 __all__ = ["BENCHMARKS", "bench", "register"]
 
 BENCHMARKS = ("stacking-label", "stacking-natural", "stacking-quantity", "stacking-vertical")
@@ -50,11 +59,9 @@ def bench(
     from pubsubml.sim.stacking_reporting import EXPERIMENTS
 
     if name not in EXPERIMENTS:
-        typer.echo(f"error: unknown benchmark {name!r}; choose one of {BENCHMARKS}", err=True)
-        raise typer.Exit(code=2)
+        fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
     if seeds < 1 or repeats < 1 or jobs < 1:
-        typer.echo("error: --seeds, --repeats and --jobs must be >= 1", err=True)
-        raise typer.Exit(code=2)
+        fail("--seeds, --repeats and --jobs must be >= 1")
     if smoke:
         cfg = StackingConfig.smoke_config(
             dataset=dataset, jobs=jobs, seeds=min(seeds, 1), repeats=min(repeats, 2), dp=dp
@@ -69,17 +76,7 @@ def bench(
             trees=trees,
             dp=dp,
         )
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        EXPERIMENTS[name](cfg, out_dir)
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
-    finally:
-        torch.set_num_threads(threads)
+    run_experiment_command(name, lambda: EXPERIMENTS[name](cfg, out_dir))
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 
 
@@ -88,12 +85,8 @@ def _bench_command(name: str) -> Callable[..., None]:
         seeds: Annotated[int, typer.Option(help="Random data assignments (paper: 10).")] = 10,
         repeats: Annotated[int, typer.Option(help="Splits per seed (paper: 5).")] = 5,
         jobs: Annotated[int, typer.Option(help="Worker processes.")] = 1,
-        smoke: Annotated[
-            bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")
-        ] = False,
-        out_dir: Annotated[Path, typer.Option(help="Folder for the outputs.")] = Path(
-            "docs/results"
-        ),
+        smoke: SmokeOption = False,
+        out_dir: OutDirOption = DEFAULT_OUT_DIR,
         dataset: Annotated[
             str, typer.Option(help="hi (Census), shuttle (Cover Type), flchain (Vehicle Loan).")
         ] = "hi",
@@ -128,5 +121,4 @@ def register(bench_app: typer.Typer) -> None:
     >>> sorted(c.name for c in group.registered_commands)
     ['stacking-label', 'stacking-natural', 'stacking-quantity', 'stacking-vertical']
     """
-    for name in BENCHMARKS:
-        bench_app.command(name)(_bench_command(name))
+    register_commands(bench_app, BENCHMARKS, _bench_command)

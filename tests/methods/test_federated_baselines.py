@@ -76,50 +76,69 @@ def _reference_epsilon(sigma: float, q: float, count: int, delta: float, backend
 
 
 def test_non_private_fedavg_on_iid_data_approaches_joint() -> None:
-    clients, test = _chunks(5, 200), _chunks(8, 200)[5:]
+    # Small sites, so pooling matters: one site alone is clearly below Joint, and FedAvg must
+    # recover most of that gap (a FedAvg that fell back to local training would not).
+    clients, test = _chunks(10, 60), _chunks(14, 200)[10:]
     X_test = pd.concat([X for X, _ in test], ignore_index=True)
     y_test = np.concatenate([y for _, y in test])
-    fed = DPFedAvg(**{**SMALL, "hidden_layer_sizes": (16,)}, rounds=10, local_epochs=2, dp=False)
+    fed = DPFedAvg(**{**SMALL, "hidden_layer_sizes": (16,)}, rounds=20, local_epochs=2, dp=False)
     fed.fit(clients)
-    joint = DPMLPClassifier(
-        schema=SCHEMA,
-        classes=[0, 1],
-        hidden_layer_sizes=(16,),
-        epochs=20,
-        batch_size=20,
-        learning_rate=0.01,
-        dp=False,
-        random_state=0,
-    ).fit(
+
+    def mlp() -> DPMLPClassifier:
+        return DPMLPClassifier(
+            schema=SCHEMA,
+            classes=[0, 1],
+            hidden_layer_sizes=(16,),
+            epochs=20,
+            batch_size=20,
+            learning_rate=0.01,
+            dp=False,
+            random_state=0,
+        )
+
+    joint = mlp().fit(
         pd.concat([X for X, _ in clients], ignore_index=True),
         np.concatenate([y for _, y in clients]),
     )
+    single = mlp().fit(*clients[0])
     fed_acc, joint_acc = fed.score(X_test, y_test), joint.score(X_test, y_test)
-    assert joint_acc > 0.85
+    single_acc = single.score(X_test, y_test)
+    assert joint_acc > 0.85 and joint_acc - single_acc > 0.08
     assert fed_acc >= joint_acc - 0.03
+    assert fed_acc - single_acc >= 0.75 * (joint_acc - single_acc)
 
 
+@pytest.mark.parametrize("fraction", [1.0, 0.5])
+@pytest.mark.parametrize("backend", ["rdp", "pld"])
 @pytest.mark.parametrize(
-    ("cls", "extra", "backend"),
-    [
-        (DPFedAvg, {}, "rdp"),
-        (DPFedProx, {"mu": 0.1}, "rdp"),
-        (DPFedAdam, {"server_lr": 0.05}, "rdp"),
-        (DPFedAvg, {}, "pld"),
-    ],
+    ("cls", "extra"),
+    [(DPFedAvg, {}), (DPFedProx, {"mu": 0.1}), (DPFedAdam, {"server_lr": 0.05})],
 )
 def test_local_dp_epsilon_matches_dp_accounting(
-    cls: type[FederatedMLP], extra: dict[str, Any], backend: Literal["pld", "rdp"]
+    cls: type[FederatedMLP],
+    extra: dict[str, Any],
+    backend: Literal["pld", "rdp"],
+    fraction: float,
 ) -> None:
     chunks = _chunks(2, 120)
     clients = [chunks[0], (chunks[1][0].iloc[:80], chunks[1][1][:80])]  # q = 1/6 and 1/4
-    fl = cls(**SMALL, **extra, rounds=3, target_epsilon=1.0, target_delta=1e-4, accountant=backend)
+    fl = cls(
+        **{**SMALL, "client_fraction": fraction},
+        **extra,
+        rounds=4,
+        target_epsilon=1.0,
+        target_delta=1e-4,
+        accountant=backend,
+    )
     fl.fit(clients)
     assert fl.privacy_unit_ == "record"
+    # every client in each of the 4 rounds, or one of the two per round, balanced: 2 rounds each
+    rounds = 4 if fraction == 1.0 else 2
+    assert fl.participation_.tolist() == [rounds, rounds]
     for c, (q, steps) in enumerate([(20 / 120, 6), (20 / 80, 4)]):
         sigma = float(fl.noise_multiplier_[c])
-        assert [(e.sample_rate, e.count) for e in fl.client_events_[c]] == [(q, 3 * steps)]
-        expected = _reference_epsilon(sigma, q, 3 * steps, 1e-4, backend)
+        assert [(e.sample_rate, e.count) for e in fl.client_events_[c]] == [(q, rounds * steps)]
+        expected = _reference_epsilon(sigma, q, rounds * steps, 1e-4, backend)
         assert fl.client_epsilons_[c] == pytest.approx(expected, rel=1e-6)
         assert 0.99 < expected <= 1.0  # calibrated to the target, all rounds counted
     assert fl.epsilon_ == max(fl.client_epsilons_)

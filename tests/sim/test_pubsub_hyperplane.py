@@ -156,4 +156,9 @@ def test_bad_options_exit_2(bench_app: typer.Typer, tmp_path: Path) -> None:
         bench_app, ["pubsub-noisy", "--smoke", "--folds", "9", "--out-dir", str(tmp_path)]
     )
     assert result.exit_code == 2
+    result = CliRunner().invoke(
+        bench_app, ["pubsub-streams", "--smoke", "--folds", "2", "--out-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "chunk by chunk" in result.output
     assert not list(tmp_path.iterdir())

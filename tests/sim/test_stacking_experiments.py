@@ -11,8 +11,17 @@ import typer
 from typer.testing import CliRunner
 
 from pubsubml.methods.stacking_cli import BENCHMARKS, register
+from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import Feature, FeatureSchema
-from pubsubml.sim.stacking_experiments import vertical_task
+from pubsubml.sim import stacking_experiments
+from pubsubml.sim.stacking_experiments import (
+    label_task,
+    load_binary,
+    natural_task,
+    quantity_task,
+    vertical_task,
+)
 from pubsubml.sim.stacking_models import client_features, noisy_defaults
 
 
@@ -59,6 +68,68 @@ def test_dp_defaults_are_charged_to_each_clients_ledger() -> None:
     assert all(r["defaults_epsilon"] == pytest.approx(1.0, abs=1e-3) for r in records)
     edges = [r for r in records if r["record"] == "edge"]
     assert all(0.0 <= r["jaccard"] <= 1.0 for r in edges)
+
+
+def test_dp_defaults_and_dp_public_model_compose_on_the_clients_ledger() -> None:
+    kw = {"p": 0.5, "noise": 0.0, "dataset": "hi", "max_rows": 200, "trees": 5, "n_clients": 3}
+    records = vertical_task(0, 0, defaults="dp", models="dp", dp_kinds="dp_lr_e1+dp_mlp_e1", **kw)
+    clients = [r for r in records if r["record"] == "client"]
+    by_kind = {r["public"]: r["total_epsilon"] for r in clients if r["variant"] == "held_out"}
+    assert by_kind["rf"] == np.inf  # a non-DP public model makes the publication non-DP
+    # pure ε = 1 defaults and a pure ε = 1 logistic regression: ε = 2 at any δ
+    assert by_kind["dp_lr_e1"] == pytest.approx(2.0, abs=1e-3)
+    # the DP MLP's events and the defaults' d pure events, composed by the accountant
+    (public,) = stacking_experiments._PUBLIC_CACHE.values()
+    mlp = public["dp_mlp_e1"][0].estimator
+    d = round(0.5 * len(load_binary("hi", 200, 0).schema.names))  # the client's predictors
+    defaults = [DPEvent(mechanism="approx_dp", epsilon=1.0 / d, delta=0.0)] * d
+    expected = compute_epsilon([*defaults, *mlp.privacy_events_], 1e-5)
+    first = next(r for r in clients if r["public"] == "dp_mlp_e1" and r["client"] == "c0")
+    assert first["total_epsilon"] == pytest.approx(expected, rel=1e-6)
+    noisy = vertical_task(0, 0, defaults="noisy", models="rf", **kw)
+    assert all(r["total_epsilon"] == np.inf for r in noisy if r["record"] == "client")
+
+
+def test_natural_partition_makes_one_client_per_value_without_the_column() -> None:
+    records = natural_task(0, 0, models="rf", dataset="hi", max_rows=600, trees=5, min_size=50)
+    clients = {r["client"] for r in records if r["record"] == "client"}
+    ds = load_binary("hi", 600, 0)
+    sizes = ds.X["region"].value_counts()
+    assert clients == {f"region={v}" for v, n in sizes.items() if n >= 50}
+    shares = {r["client"]: r["share"] for r in records if r["record"] == "client"}
+    for v, n in sizes.items():
+        if n >= 50:
+            assert shares[f"region={v}"] == pytest.approx(n / sizes[sizes >= 50].sum())
+    public = next(iter(stacking_experiments._PUBLIC_CACHE.values()))["rf"]
+    assert all("region" not in m.input_features for m in public)
+    with pytest.raises(ValueError, match="no natural partition"):
+        natural_task(0, 0, models="rf", dataset="shuttle", max_rows=600, trees=5)
+
+
+@pytest.mark.parametrize("task", ["quantity", "label"])
+def test_horizontal_public_models_never_saw_another_clients_rows(
+    task: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, set[tuple[str, ...]]] = {}
+    real = stacking_experiments.train_public_models
+
+    def recording(clients, kind, classes, seed):  # type: ignore[no-untyped-def]
+        for c in clients:
+            seen[c.name] = {tuple(map(str, row)) for row in c.X.to_numpy()}
+        return real(clients, kind, classes, seed)
+
+    monkeypatch.setattr(stacking_experiments, "train_public_models", recording)
+    stacking_experiments._PUBLIC_CACHE.clear()
+    kw = {"models": "rf", "dataset": "hi", "max_rows": 400, "trees": 5, "n_clients": 4}
+    if task == "quantity":
+        quantity_task(1, 0, a=0.5, min_size=20, **kw)
+    else:
+        label_task(1, 0, alpha=1.0, **kw)
+    names = sorted(seen)
+    assert len(names) == 4
+    for i, a in enumerate(names):  # each public model trained on its own client's rows only
+        for b in names[i + 1 :]:
+            assert not seen[a] & seen[b]
 
 
 def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:

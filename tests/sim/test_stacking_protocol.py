@@ -144,6 +144,14 @@ def test_contribution_graph_weights_per_subscriber_sum_to_one() -> None:
         assert out == pytest.approx(1.0)
 
 
+def test_subscriber_that_weighs_no_other_model_has_zero_out_weight() -> None:
+    # A one-class Meta Train gives a meta-forest without splits: every score is 0.
+    graph = normalized_graph({"a": {"b": 0.3, "c": 0.1}, "b": {"a": 0.0, "c": 0.0}})
+    out = {n: sum(w for _, _, w in graph.out_edges(n, data="weight")) for n in graph.nodes}
+    assert out["a"] == pytest.approx(1.0) and out["b"] == 0.0 and out["c"] == 0.0
+    assert graph["a"]["b"]["weight"] == pytest.approx(0.75)
+
+
 def test_dp_public_models_report_their_accounted_epsilon() -> None:
     clients = make_clients(2, n=80)
     for name, target in (("dp_lr_e1", 1.0), ("dp_rf_e4", 4.0)):

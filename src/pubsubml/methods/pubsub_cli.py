@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -37,13 +37,26 @@ BENCHMARKS = (
 
 
 def _run(
-    name: str, *, out_dir: Path, seeds: int, folds: int, jobs: int, smoke: bool, turns: int | None
+    name: str,
+    *,
+    out_dir: Path,
+    seeds: int,
+    folds: int,
+    jobs: int,
+    smoke: bool,
+    turns: int | None,
+    fl_dp: str = "local",
 ) -> None:
     from pubsubml.sim.pubsub_experiments import RunOptions, run_experiment
 
     if seeds < 1 or folds < 2 or jobs < 1 or (turns is not None and not 1 <= turns <= 10):
         fail("need --seeds >= 1, --folds >= 2, --jobs >= 1, 1 <= --turns <= 10")
-    opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
+    if fl_dp not in ("local", "central"):
+        fail(f"--fl-dp must be 'local' or 'central', got {fl_dp!r}")
+    if fl_dp == "central" and name in ("pubsub-models", "pubsub-nonprivate"):
+        fail(f"--fl-dp does not apply to {name}: it runs no DP FL baseline")
+    mode: Literal["local", "central"] = "central" if fl_dp == "central" else "local"
+    opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns, fl_dp=mode)
     written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts))
     typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
 
@@ -56,10 +69,26 @@ def _command(name: str) -> Callable[..., None]:
         turns: Annotated[
             int | None, typer.Option(help="Subscriber turns in the IID scenarios (default 10).")
         ] = None,
+        fl_dp: Annotated[
+            str,
+            typer.Option(
+                help="Where the FL baselines add noise: 'local' (DP-SGD at every client, the "
+                "paper) or 'central' (at the server, per client)."
+            ),
+        ] = "local",
         smoke: SmokeOption = False,
         out_dir: OutDirOption = DEFAULT_OUT_DIR,
     ) -> None:
-        _run(name, out_dir=out_dir, seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns)
+        _run(
+            name,
+            out_dir=out_dir,
+            seeds=seeds,
+            folds=folds,
+            jobs=jobs,
+            smoke=smoke,
+            turns=turns,
+            fl_dp=fl_dp,
+        )
 
     command.__doc__ = f"Run the {name} experiment (writes docs/results/{name}.*)."
     return command

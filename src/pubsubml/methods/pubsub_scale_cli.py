@@ -53,6 +53,8 @@ def bench(
         fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
     if seeds < 1 or jobs < 1 or (folds is not None and folds < 1):
         fail("--seeds, --jobs and --folds must be >= 1")
+    if name == "pubsub-streams" and folds is not None:
+        fail("--folds does not apply to pubsub-streams: a stream is scored chunk by chunk")
     from pubsubml.sim.pubsub_scale_experiments import EXPERIMENTS
 
     written = run_experiment_command(
@@ -72,7 +74,10 @@ def _bench_command(name: str) -> Callable[..., None]:
         out_dir: OutDirOption = DEFAULT_OUT_DIR,
         folds: Annotated[
             int | None,
-            typer.Option(help="Run only the first N folds of the 5-fold split (default: all)."),
+            typer.Option(
+                help="Run only the first N folds of the 5-fold split (default: all; "
+                "not for pubsub-streams, scored chunk by chunk)."
+            ),
         ] = None,
     ) -> None:
         bench(name, seeds=seeds, jobs=jobs, smoke=smoke, out_dir=out_dir, folds=folds)

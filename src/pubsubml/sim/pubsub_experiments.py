@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,8 @@ class RunOptions:
         A seconds-long configuration (tiny data, networks and epochs) for tests.
     turns : int, optional
         How many sites take their turn as the subscriber in the IID scenarios (default: all 10).
+    fl_dp : {"local", "central"}, default="local"
+        Where the FL baselines add their noise (see :class:`~pubsubml.sim.pubsub_setup.MethodConfig`).
     progress : bool, default=True
     """
 
@@ -68,6 +70,7 @@ class RunOptions:
     jobs: int = 1
     smoke: bool = False
     turns: int | None = None
+    fl_dp: Literal["local", "central"] = "local"
     progress: bool = True
 
 
@@ -97,20 +100,35 @@ def build_scenario(name: str, *, seed: int, turn: int = 0, smoke: bool = False) 
 
 # ---- tasks: top-level functions, one (seed, fold) each ---------------------------------------
 def scenario_task(
-    seed: int, fold: int, *, scenario: str, turn: int, smoke: bool, dp: bool, folds: int
+    seed: int,
+    fold: int,
+    *,
+    scenario: str,
+    turn: int,
+    smoke: bool,
+    dp: bool,
+    folds: int,
+    fl_dp: Literal["local", "central"] = "local",
 ) -> list[Record]:
     """All methods on one fold of one scenario (Fig. 3, Fig. 10, Fig. 11)."""
     sc = build_scenario(scenario, seed=seed, turn=turn, smoke=smoke)
     methods = METHODS if dp else NON_PRIVATE_METHODS
-    return evaluate_fold(
-        sc, seed=seed, fold=fold, folds=folds, methods=methods, config=_config(smoke, dp=dp)
-    )
+    cfg = _config(smoke, dp=dp, fl_dp=fl_dp)
+    return evaluate_fold(sc, seed=seed, fold=fold, folds=folds, methods=methods, config=cfg)
 
 
-def privacy_task(seed: int, fold: int, *, budget: str, smoke: bool, folds: int) -> list[Record]:
+def privacy_task(
+    seed: int,
+    fold: int,
+    *,
+    budget: str,
+    smoke: bool,
+    folds: int,
+    fl_dp: Literal["local", "central"] = "local",
+) -> list[Record]:
     """PubSub-ML at a uniform ε, or all private methods with ε ~ U[0.25, 1] per publisher."""
     sc = build_scenario("s2", seed=seed, smoke=smoke)
-    cfg = _config(smoke)
+    cfg = _config(smoke, fl_dp=fl_dp)
     if budget == "heterogeneous":
         eps = np.random.default_rng(10_000 + seed).uniform(0.25, 1.0, len(sc.publishers))
         sc = with_budgets(sc, eps.tolist())
@@ -184,7 +202,14 @@ def _scenario_grid(names: Sequence[str], opts: RunOptions, dp: bool) -> list[dic
     for name in names:
         turns = _turns(opts) if name in ("s1", "regression") else 1
         grid += [
-            {"scenario": name, "turn": t, "smoke": opts.smoke, "dp": dp, "folds": opts.folds}
+            {
+                "scenario": name,
+                "turn": t,
+                "smoke": opts.smoke,
+                "dp": dp,
+                "folds": opts.folds,
+                "fl_dp": opts.fl_dp,
+            }
             for t in range(turns)
         ]
     return grid
@@ -217,6 +242,12 @@ def _experiment(
     )
     summary, auc = _summaries(table, by)
     notes = _NOTES[name].format(seeds=opts.seeds, folds=opts.folds, turns=_turns(opts))
+    if opts.fl_dp == "central":
+        notes += (
+            " FL baselines here use central DP (--fl-dp central): clients train without noise, "
+            "the server clips each update, adds Gaussian noise and samples clients by Poisson; "
+            "the unit of privacy is the client and the server must be trusted."
+        )
     return write_results(
         name,
         out_dir,
@@ -290,7 +321,7 @@ def run_privacy(out_dir: Path, opts: RunOptions) -> list[Path]:
     Each seed is one draw of the heterogeneous budgets (the paper repeats the draw 10 times).
     """
     grid = [
-        {"budget": b, "smoke": opts.smoke, "folds": opts.folds}
+        {"budget": b, "smoke": opts.smoke, "folds": opts.folds, "fl_dp": opts.fl_dp}
         for b in ("1.0", "0.5", "0.25", "heterogeneous")
     ]
     return _experiment(

@@ -177,22 +177,22 @@ def fit_federated(
 
     cls = getattr(federated, FL_METHODS[name])
     epsilon = min([s.epsilon for s in scenario.publishers] + [scenario.subscriber.epsilon])
-    fl = cls(
-        schema=scenario.schema,
-        task=scenario.task,
-        classes=scenario.classes,
-        hidden_layer_sizes=config.hidden_layer_sizes,
-        rounds=config.fl_rounds,
-        local_epochs=config.fl_local_epochs,
-        batch_size=config.batch_size,
-        client_fraction=config.fl_client_fraction,
-        lr=config.lr,
-        dp=config.dp,
-        target_epsilon=epsilon,
-        target_delta=scenario.delta,
-        random_state=seed,
-        **config.fl_options.get(FL_METHODS[name], {}),
-    )
+    params: dict[str, Any] = {
+        "schema": scenario.schema,
+        "task": scenario.task,
+        "classes": scenario.classes,
+        "hidden_layer_sizes": config.hidden_layer_sizes,
+        "rounds": config.fl_rounds,
+        "local_epochs": config.fl_local_epochs,
+        "batch_size": config.batch_size,
+        "client_fraction": config.fl_client_fraction,
+        "lr": config.lr,
+        "dp": ("central" if config.fl_dp == "central" else True) if config.dp else False,
+        "target_epsilon": epsilon,
+        "target_delta": scenario.delta,
+        "random_state": seed,
+    }
+    fl = cls(**(params | config.fl_options.get(FL_METHODS[name], {})))
     return fl.fit(clients)
 
 
@@ -229,6 +229,45 @@ def _fold_rows(
     ]
     tr, te = kfold_indices(sub.y if strat else len(sub.y), folds, fold, seed, stratify=strat)
     return trains, tr, te
+
+
+def _joined(
+    scenario: Scenario, pub_trains: Sequence[np.ndarray], tr: np.ndarray, te: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    """Joint's pooled data where sites share row ids (Scenarios 3–4): one row per id.
+
+    Every site's columns of an id are joined into one row (what pooling the sites' tables would
+    give); features no site holds for an id come from the public defaults.  Training rows are the
+    ids in some site's training part; the evaluation rows are the subscriber's test ids, with every
+    column any site holds for them (the folds keep those ids out of every training part).
+
+    Returns
+    -------
+    X_train, y_train, X_eval
+    """
+    sites = [*scenario.publishers, scenario.subscriber]
+    frames = []
+    label: dict[Any, Any] = {}
+    for site in sites:
+        assert site.ids is not None
+        frames.append(site.X.set_axis(pd.Index(site.ids), axis=0))
+        label.update(zip(site.ids.tolist(), site.y.tolist(), strict=True))
+    joined = frames[0]
+    for frame in frames[1:]:
+        joined = joined.combine_first(frame)
+    sub_ids = scenario.subscriber.ids
+    assert sub_ids is not None
+    pub_ids = [s.ids for s in scenario.publishers if s.ids is not None]
+    train_ids = np.unique(
+        np.concatenate([*(ids[t] for ids, t in zip(pub_ids, pub_trains, strict=True)), sub_ids[tr]])
+    )
+    columns = [c for c in scenario.schema.names if c in joined.columns]
+    defaults = {f.name: f.default for f in scenario.schema if f.name in joined.columns}
+    joined = joined.fillna(defaults)  # an id no site holds that column for
+    X = scenario.schema.extend(joined.loc[train_ids, columns].reset_index(drop=True))
+    y = np.asarray([label[i] for i in train_ids.tolist()])
+    X_eval = scenario.schema.extend(joined.loc[sub_ids[te], columns].reset_index(drop=True))
+    return X, y, X_eval
 
 
 def evaluate_fold(
@@ -309,16 +348,20 @@ def evaluate_fold(
         return est.set_params(random_state=rs).fit(X_tr, y_tr), X_te, math.inf
 
     def joint() -> tuple[Any, pd.DataFrame, float]:
-        frames = [
-            scenario.schema.extend(s.X.iloc[t])
-            for s, t in zip(scenario.publishers, pub_trains, strict=True)
-        ]
-        X = pd.concat([*frames, scenario.schema.extend(X_tr)], ignore_index=True)
-        y = np.concatenate(
-            [*(s.y[t] for s, t in zip(scenario.publishers, pub_trains, strict=True)), y_tr]
-        )
+        if sub.ids is not None:  # one population: pool by joining the sites' columns per row id
+            X, y, X_eval = _joined(scenario, pub_trains, tr, te)
+        else:
+            frames = [
+                scenario.schema.extend(s.X.iloc[t])
+                for s, t in zip(scenario.publishers, pub_trains, strict=True)
+            ]
+            X = pd.concat([*frames, scenario.schema.extend(X_tr)], ignore_index=True)
+            y = np.concatenate(
+                [*(s.y[t] for s, t in zip(scenario.publishers, pub_trains, strict=True)), y_tr]
+            )
+            X_eval = scenario.schema.extend(X_te)
         est = _mlp(scenario, scenario.schema, config, dp=False, random_state=rs).fit(X, y)
-        return est, scenario.schema.extend(X_te), math.inf
+        return est, X_eval, math.inf
 
     fl_cache: dict[str, Any] = {}
     fl_seconds: dict[str, float] = {}

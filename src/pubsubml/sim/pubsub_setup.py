@@ -111,8 +111,14 @@ class MethodConfig:
         Model selection of the subscriber (§8.2.3); ``None`` fuses all.
     dp : bool, default=True
         ``False`` runs every method without DP (the non-private comparison, §8.3.4).
+    fl_dp : {"local", "central"}, default="local"
+        Where the FL baselines add noise when ``dp``: DP-SGD at every client (the paper's
+        setting: clients need not trust the server) or at the server (clients train without
+        noise; the server clips each client's update, adds Gaussian noise and samples clients by
+        Poisson; the unit of privacy is the client).
     fl_options : dict
-        Extra keyword arguments per FL class name (e.g. ``{"DPFedProx": {"mu": 0.01}}``).
+        Extra keyword arguments per FL class name (e.g. ``{"DPFedProx": {"mu": 0.01}}``); they
+        override the ones built from the fields above.
     """
 
     hidden_layer_sizes: tuple[int, ...] = (100, 50)
@@ -125,4 +131,5 @@ class MethodConfig:
     fine_tune_epochs: int = 30
     top_m: int | None = None
     dp: bool = True
+    fl_dp: Literal["local", "central"] = "local"
     fl_options: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pubsubml.methods.stacking import release_dp_defaults
-from pubsubml.privacy.ledger import PrivacyLedger
+from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.sim.datasets import Dataset, load
 from pubsubml.sim.partition import dirichlet_label_skew, iid, quantity_skew
 from pubsubml.sim.runner import Record
@@ -171,6 +171,21 @@ def _publics(
     return _PUBLIC_CACHE[key]
 
 
+def _federation_publics(
+    clients: list[ClientData],
+    ds: Dataset,
+    seed: int,
+    models: str,
+    key: tuple[Any, ...],
+    dp_kinds: str,
+) -> tuple[list[PublicKind], dict[str, list[PublicModel]]]:
+    """The public kinds of ``models`` and every client's public model of each (cached per seed)."""
+    assert ds.classes is not None
+    kinds = _kinds(models, dp_kinds)
+    publics = _publics((seed, models, dp_kinds, *key), clients, kinds, list(ds.classes))
+    return kinds, publics
+
+
 def _run(
     clients: list[ClientData],
     ds: Dataset,
@@ -183,17 +198,16 @@ def _run(
 ) -> list[Record]:
     """Evaluate one repeat; ``key`` identifies the federation (task, seed and its parameters)."""
     assert ds.classes is not None
-    kinds = _kinds(models, dp_kinds)
-    classes = list(ds.classes)
+    kinds, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds)
     return evaluate_federation(
         clients,
-        classes,
+        list(ds.classes),
         seed=seed,
         repeat=fold,
         kinds=kinds,
         private_model=forest(trees),
         meta_trees=trees,
-        publics=_publics((seed, models, dp_kinds, *key), clients, kinds, classes),
+        publics=publics,
     )
 
 
@@ -278,6 +292,9 @@ def vertical_task(
 
     ``defaults="noisy"``: the paper's simulated defaults with ``noise`` = ε_noise;
     ``defaults="dp"``: ε-DP medians/modes with ``dp_epsilon`` charged to each client's ledger.
+    Each client record carries ``defaults_epsilon`` (the defaults' ε, ``inf`` for the noisy ones)
+    and ``total_epsilon``: what the client's ledger spends on its whole publication, the DP
+    defaults composed with its DP public model's events (``inf`` if either is not DP).
     ``rows="all"``: every client holds the same ``max_rows`` rows (the paper); ``rows="disjoint"``:
     each holds its own ``max_rows`` rows (a hybrid partition), so no other client's public model
     was trained on its Test rows.
@@ -291,32 +308,58 @@ def vertical_task(
         ds = load_binary(dataset, max_rows * n_clients, seed)
         parts = iid(len(ds), n_clients, seed)
     columns = client_features(ds.schema.names, n_clients, p, seed)
+    if defaults not in ("noisy", "dp"):
+        raise ValueError(f"defaults must be 'noisy' or 'dp', got {defaults!r}")
     rng = np.random.default_rng([seed, 13])
     clients = []
-    spent = []
+    ledgers: dict[str, PrivacyLedger] = {}
     for k, cols in enumerate(columns):
         X = ds.X.iloc[parts[k]][cols].reset_index(drop=True)
         own = ds.schema.subset(cols)
         if defaults == "dp":
-            ledger = PrivacyLedger(site=f"c{k}", epsilon_budget=1.05 * dp_epsilon, delta=1e-6)
+            ledger = PrivacyLedger(site=f"c{k}", epsilon_budget=1.05 * dp_epsilon, delta=1e-5)
             own, _ = release_dp_defaults(
                 X, own, epsilon=dp_epsilon, ledger=ledger, release_id="defaults", random_state=rng
             )
-            spent.append(ledger.spent_epsilon())
-        elif defaults == "noisy":
-            own = noisy_defaults(X, own, noise, rng)
+            ledgers[f"c{k}"] = ledger
         else:
-            raise ValueError(f"defaults must be 'noisy' or 'dp', got {defaults!r}")
+            own = noisy_defaults(X, own, noise, rng)
         clients.append(ClientData(f"c{k}", X, ds.y[parts[k]], own))
     key = ("vertical", p, noise, defaults, rows, dataset, max_rows, n_clients, dp_epsilon)
     records = _run(clients, ds, seed, fold, models, trees, key, dp_kinds)
+    _, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds)
+    total = _publication_epsilons(ledgers, publics)
     sets = {f"c{k}": set(c) for k, c in enumerate(columns)}
     for r in records:
-        r["defaults_epsilon"] = max(spent) if spent else float("inf")
+        ledger_k = ledgers.get(r["client"])
+        r["defaults_epsilon"] = ledger_k.spent_epsilon() if ledger_k else float("inf")
+        if r["record"] == "client":
+            r["total_epsilon"] = total.get((r["client"], r["public"]), float("inf"))
         if r["record"] == "edge":
             a, b = sets[r["client"]], sets[r["publisher"]]
             r["jaccard"] = len(a & b) / len(a | b)
     return records
+
+
+def _publication_epsilons(
+    ledgers: dict[str, PrivacyLedger], publics: dict[str, list[PublicModel]]
+) -> dict[tuple[str, str], float]:
+    """ε of each client's DP defaults composed with its DP public model of each kind.
+
+    The kinds are alternative federations, so each is asked of the client's ledger with
+    :meth:`~pubsubml.privacy.ledger.PrivacyLedger.epsilon_if_charged` (the ledger is not changed).
+    Non-DP public models (no privacy events) are left out: their publication is not DP.
+    """
+    out: dict[tuple[str, str], float] = {}
+    for kind, models in publics.items():
+        for model in models:
+            ledger = ledgers.get(model.model_id)
+            events = tuple(getattr(model.estimator, "privacy_events_", ()))
+            if ledger is None or not events:
+                continue
+            release = Release(release_id=f"public-{kind}", events=events)
+            out[(model.model_id, kind)] = ledger.epsilon_if_charged(release)
+    return out
 
 
 def _label(column: str, value: Any) -> str:

@@ -44,9 +44,10 @@ def summary_table(clients: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         part = s[[*by, metric, "n"]] if out is None else s[[*by, metric]]
         out = part if out is None else out.merge(part, on=list(by), sort=False)
     assert out is not None
-    eps = clients.groupby(list(by), sort=False, dropna=False)["epsilon"].max().reset_index()
+    budgets = [c for c in ("epsilon", "total_epsilon") if c in clients]
+    eps = clients.groupby(list(by), sort=False, dropna=False)[budgets].max().reset_index()
     out = out.merge(eps, on=list(by), sort=False)
-    return out[[*by, "epsilon", *METRICS, "n"]]
+    return out[[*by, *budgets, *METRICS, "n"]]
 
 
 def binned_plot(
@@ -180,7 +181,10 @@ def write_graph(
             f"Seed 0, {where_txt}, public `rf`, held-out stacking; edge subscriber → publisher "
             "weighted by the subscriber's MDI scores of the other clients' models (mean over "
             "repeats, renormalized without its private model so each subscriber's out-weights sum "
-            "to 1).  Ranking by normalized in-strength (the paper's importance), PageRank "
-            "alongside.  " + notes
+            "to 1, or to 0 when its meta-models gave no weight to any other model, e.g. a "
+            "one-class Meta Train).  Ranking by normalized in-strength of this graph, PageRank "
+            "alongside; the `importance` column of the main table is the paper's (scores "
+            "normalized with the private model, summed per publisher, normalized), so the two "
+            "differ slightly.  " + notes
         ),
     )

@@ -15,6 +15,20 @@ def test_f1_minority_scores_the_least_frequent_class() -> None:
     assert score("f1_minority", y, pred) == pytest.approx(f1_score(y, pred, pos_label=0))
 
 
+def test_f1_minority_scores_a_declared_class_in_every_test_part() -> None:
+    # a test part where the rare outcome happens to be the majority still scores that outcome
+    y = np.array([1, 1, 1, 0, 0])
+    pred = np.array([1, 0, 1, 0, 1])
+    assert score("f1_minority", y, pred, minority=1) == pytest.approx(f1_score(y, pred))
+
+
+def test_scenarios_declare_their_rare_outcome() -> None:
+    from pubsubml.sim.pubsub_scenarios import diamonds_sites, distributed_features
+
+    assert distributed_features(seed=0, max_rows=300).minority == 1  # death
+    assert diamonds_sites(0, max_rows=100).minority is None
+
+
 def test_one_minus_mse_and_accuracy() -> None:
     assert score("one_minus_mse", [0.0, 1.0], [0.5, 1.0]) == pytest.approx(1 - 0.125)
     assert score("accuracy", [0, 1, 1], [0, 1, 0]) == pytest.approx(2 / 3)

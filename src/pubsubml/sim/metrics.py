@@ -45,6 +45,7 @@ def score(
     *,
     proba: np.ndarray | None = None,
     classes: Sequence[Any] | None = None,
+    minority: Any = None,
 ) -> float:
     """The value of ``metric`` on one test set.
 
@@ -59,6 +60,9 @@ def score(
     classes : sequence, optional
         The labels of the columns of ``proba``.  Binary: the AUC of the second class's column;
         multiclass: one-vs-rest, macro-averaged over the classes present in ``y_true``.
+    minority : label, optional
+        The class ``f1_minority`` scores; ``None``: the least frequent label of ``y_true``.  Pass
+        it when it is known publicly, so that every test part scores the same class.
 
     Raises
     ------
@@ -69,6 +73,8 @@ def score(
     --------
     >>> score("f1_minority", [0, 0, 0, 1], [0, 0, 1, 1])
     0.6666666666666666
+    >>> score("f1_minority", [0, 0, 0, 1], [0, 0, 1, 1], minority=0)
+    0.8
     >>> score("roc_auc", [0, 1, 1], proba=np.array([[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]]),
     ...       classes=[0, 1])
     1.0
@@ -96,6 +102,7 @@ def score(
     if metric == "balanced_accuracy":
         return float(balanced_accuracy_score(y_true, y_pred))
     if metric == "f1_minority":
-        minority = minority_class(y_true)
+        if minority is None:
+            minority = minority_class(y_true)
         return float(f1_score(y_true, y_pred, labels=[minority], average="macro", zero_division=0))
     return float(1.0 - mean_squared_error(y_true.astype(float), y_pred.astype(float)))

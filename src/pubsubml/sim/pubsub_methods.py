@@ -135,7 +135,7 @@ def train_publishers(
 
 
 def _score(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:
-    return score(scenario.metric, y, model.predict(X))
+    return score(scenario.metric, y, model.predict(X), minority=scenario.minority)
 
 
 def _auc(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:

@@ -78,6 +78,8 @@ def _site(data: Dataset, rows: np.ndarray, columns: Sequence[str] | None = None,
 
 
 def _scenario(data: Dataset, publishers: list[Site], subscriber: Site, metric: str) -> Scenario:
+    # HI and flchain: the positive class (insured through her own job; death) is the minority
+    minority = data.classes[-1] if metric == "f1_minority" and data.classes else None
     return Scenario(
         publishers=publishers,
         subscriber=subscriber,
@@ -85,6 +87,7 @@ def _scenario(data: Dataset, publishers: list[Site], subscriber: Site, metric: s
         task=data.task,
         classes=data.classes,
         metric=metric,
+        minority=minority,
     )
 
 

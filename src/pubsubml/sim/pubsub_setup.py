@@ -81,6 +81,9 @@ class Scenario:
         A :func:`pubsubml.sim.metrics.score` metric.
     delta : float, default=1e-4
         δ of every DP release (pubsub-ml.txt §7.4).
+    minority : label, optional
+        The class whose F1 the ``"f1_minority"`` metric scores, known publicly (the rare outcome,
+        e.g. death); ``None``: the least frequent label of each test part.
     """
 
     publishers: Sequence[Site]
@@ -90,6 +93,7 @@ class Scenario:
     classes: tuple[Any, ...] | None
     metric: str
     delta: float = 1e-4
+    minority: Any = None
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,17 @@ def test_quantity_skew_respects_min_size() -> None:
     _assert_partition(parts, 1000)
 
 
+@pytest.mark.parametrize("a", [0.25, 0.5, 1.0])
+def test_quantity_skew_with_min_size_shares_the_rest_by_the_power_law(a: float) -> None:
+    # The stacking experiments' setting: 2,000 rows, 10 clients of at least 50 rows.
+    parts = quantity_skew(2000, 10, a, seed=3, min_size=50)
+
+    _assert_partition(parts, 2000)
+    rest = np.array([len(p) for p in parts]) - 50
+    assert rest.sum() == 1500
+    assert np.abs(rest / 1500 - power_law_shares(10, a)).max() <= 1 / 1500
+
+
 @pytest.mark.parametrize("a", [0.0, -0.5, 1.5, float("nan")])
 def test_quantity_skew_rejects_a_outside_unit_interval(a: float) -> None:
     with pytest.raises(DataValidationError, match=r"\(0, 1\]"):

@@ -115,9 +115,19 @@ class StackingPersonalizer(Customizer):
 
 # ---- vertical and hybrid partitions (pfl-stacking.txt §4.3) ------------------------------------
 def vertical_partition(
-    features: Sequence[str], n_sites: int, fraction: float, *, random_state: Any = None
+    features: Sequence[str],
+    n_sites: int,
+    fraction: float,
+    *,
+    replace: bool = True,
+    random_state: Any = None,
 ) -> list[list[str]]:
-    """Feature sets of ``n_sites`` clients: ``round(fraction · d)`` features drawn with replacement.
+    """Feature sets of ``n_sites`` clients, each of ``round(fraction · d)`` draws of the features.
+
+    pfl-stacking.txt §4.3 draws each client's predictors "uniformly at random with replacement"
+    (``replace=True``: repeated draws collapse, so a client may hold fewer than ``fraction · d``);
+    the paper's source code draws them without replacement (``replace=False``: exactly
+    ``max(1, round(fraction · d))`` distinct features).
 
     Returns
     -------
@@ -127,6 +137,8 @@ def vertical_partition(
     --------
     >>> vertical_partition(["a", "b", "c", "d"], 2, 0.5, random_state=0)
     [['a', 'd'], ['a', 'b']]
+    >>> [len(s) for s in vertical_partition(list("abcdefgh"), 3, 0.5, replace=False)]
+    [4, 4, 4]
     """
     if n_sites < 1 or not 0 < fraction <= 1 or not features:
         raise ValueError("need n_sites >= 1, 0 < fraction <= 1 and at least one feature")
@@ -135,7 +147,8 @@ def vertical_partition(
     k = max(1, round(fraction * d))
     out = []
     for _ in range(n_sites):
-        picked = set(rng.randint(0, d, size=k).tolist())
+        draws = rng.randint(0, d, size=k) if replace else rng.choice(d, size=k, replace=False)
+        picked = set(draws.tolist())
         out.append([f for i, f in enumerate(features) if i in picked])
     return out
 

@@ -21,6 +21,7 @@ from sklearn.ensemble import RandomForestClassifier
 from pubsubml.learners.local import LocalModel
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.learners.registry import create_learner
+from pubsubml.methods.stacking import vertical_partition
 from pubsubml.schema import Feature, FeatureSchema
 
 __all__ = [
@@ -187,7 +188,8 @@ def client_features(columns: Sequence[str], n_clients: int, p: float, seed: int)
 
     The paper's text says "with replacement"; its source code draws each client's columns without
     replacement (``int(p·d)`` of them), so every client holds exactly a proportion ≈ ``p``; that is
-    done here.  Columns are the original (not one-hot encoded) features, as in the source code.
+    done here, with :func:`~pubsubml.methods.stacking.vertical_partition` (``replace=False``).
+    Columns are the original (not one-hot encoded) features, as in the source code.
 
     Examples
     --------
@@ -196,13 +198,8 @@ def client_features(columns: Sequence[str], n_clients: int, p: float, seed: int)
     """
     if not 0 < p <= 1:
         raise ValueError(f"p must be in (0, 1], got {p}")
-    rng = np.random.default_rng([seed, 11])
-    k = max(1, round(p * len(columns)))
-    out = []
-    for _ in range(n_clients):
-        chosen = set(rng.choice(len(columns), size=k, replace=False).tolist())
-        out.append([c for i, c in enumerate(columns) if i in chosen])
-    return out
+    state = int(np.random.SeedSequence([seed, 11]).generate_state(1)[0])
+    return vertical_partition(list(columns), n_clients, p, replace=False, random_state=state)
 
 
 def noisy_defaults(

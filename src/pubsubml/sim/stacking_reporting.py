@@ -171,8 +171,11 @@ def _realized_shares(rf: pd.DataFrame, values: tuple[float, ...]) -> str:
             continue
         n = int(fed.groupby(["seed", "fold"])["client"].nunique().max())
         largest = fed.groupby(["seed", "fold"])["share"].max().mean()
-        parts.append(f"a = {a:g}: {largest:.3f} (power law {1 - ((n - 1) / n) ** a:.3f})")
-    return "largest client's realized share " + ", ".join(parts)
+        parts.append(f"a = {a:g}: {largest:.3f} (pure power law {(1 / n) ** a:.3f})")
+    return (
+        "largest client's realized share (the row floor shifts shares towards equal) "
+        + ", ".join(parts)
+    )
 
 
 def run_label(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:

@@ -25,6 +25,52 @@ def test_schedule_balances_participation() -> None:
     assert counts.min() >= 2 and counts.max() == 3  # 21 slots over 10 clients
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_schedule_is_balanced_for_every_size(seed: int) -> None:
+    for n in range(1, 13):
+        for m in range(1, n + 1):
+            for rounds in (1, 2, 3, 5, 8, 13):
+                schedule = client_schedule(n, m, rounds, seed)
+                counts = np.bincount(np.concatenate(schedule), minlength=n)
+                assert all(len(np.unique(r)) == m for r in schedule)
+                assert counts.max() == -(-rounds * m // n)  # ⌈R·m/N⌉
+                assert counts.min() == rounds * m // n  # ⌊R·m/N⌋
+
+
+def test_schedule_rejects_bad_sizes() -> None:
+    for n, m, rounds in ((3, 0, 2), (3, 4, 2), (3, 1, -1)):
+        with pytest.raises(ValueError, match="per_round"):
+            client_schedule(n, m, rounds, seed=0)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_sampled_clients_never_exceed_the_target(seed: int) -> None:
+    # 3 clients, 2 per round, 4 rounds: 8 turns, so every client takes part 2 or 3 times and σ
+    # must cover 3 turns for everyone.
+    fl = DPFedAvg(
+        schema=SCHEMA,
+        classes=[0, 1],
+        hidden_layer_sizes=(4,),
+        rounds=4,
+        client_fraction=0.67,
+        batch_size=20,
+        target_epsilon=1.0,
+        target_delta=1e-4,
+        accountant="rdp",
+        random_state=seed,
+    ).fit(_clients(3, 60))
+    assert sorted(fl.participation_.tolist()) == [2, 3, 3]
+    assert fl.epsilon_ <= 1.0 + 1e-9
+
+
+def test_local_dp_rejects_delta_too_large_for_a_client() -> None:
+    from pubsubml.errors import InvalidPrivacyParameterError
+
+    fl = DPFedAvg(schema=SCHEMA, classes=[0, 1], rounds=1, target_delta=0.05)
+    with pytest.raises(InvalidPrivacyParameterError, match="delta"):
+        fl.fit(_clients(2, 30))  # δ = 0.05 ≥ 1/30
+
+
 def test_dp_fedavg_accounts_every_client_within_target() -> None:
     clients = _clients(8, 150)
     fl = DPFedAvg(

@@ -193,7 +193,27 @@ def test_bad_options_exit_with_a_clear_error(tmp_path: Path) -> None:
     ):
         result = CliRunner().invoke(app, ["bench", *args, "--smoke", "--out-dir", str(tmp_path)])
         assert result.exit_code == 2 and "--fl-dp" in result.output
+    for args in (
+        ["pubsub-privacy", "--turns", "3"],
+        ["pubsub-models", "--turns", "3"],
+        ["pubsub-scenarios", "--turns", "3", "--smoke"],
+    ):
+        result = CliRunner().invoke(app, ["bench", *args, "--out-dir", str(tmp_path)])
+        assert result.exit_code == 2 and "--turns" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_folder_that_is_a_file_fails_before_the_run(tmp_path: Path) -> None:
+    from pubsubml.cli import app
+
+    blocker = tmp_path / "results"
+    blocker.write_text("not a folder")
+    for name in ("pubsub-regression", "pubsub-noisy", "stacking-quantity"):
+        result = CliRunner().invoke(
+            app, ["bench", name, "--smoke", "--out-dir", str(blocker / "sub")]
+        )
+        assert result.exit_code == 2 and "is not a folder" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
 def test_central_dp_smoke_run_records_the_mode(tmp_path: Path) -> None:

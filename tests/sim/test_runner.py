@@ -110,3 +110,29 @@ def test_write_results_rejects_bad_names_and_leaves_nothing(tmp_path: Path) -> N
     with pytest.raises(ValueError):
         write_results("../x", tmp_path, table=pd.DataFrame())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_write_results_writes_no_file_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(figure, "savefig", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_results("x", tmp_path, table=pd.DataFrame({"a": [1]}), figure=figure)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_out_dir_rejects_a_file_and_creates_nothing(tmp_path: Path) -> None:
+    from pubsubml.sim.runner import check_out_dir
+
+    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="is not a folder"):
+        check_out_dir(tmp_path / "f" / "sub")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

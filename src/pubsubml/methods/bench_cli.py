@@ -50,7 +50,7 @@ def _one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def run_experiment_command(name: str, run: Callable[[], T]) -> T:
+def run_experiment_command(name: str, run: Callable[[], T], out_dir: Path | None = None) -> T:
     """Run ``run()`` with one torch thread; a ``ValueError`` (bad option) exits with code 2.
 
     Parameters
@@ -59,6 +59,9 @@ def run_experiment_command(name: str, run: Callable[[], T]) -> T:
         The benchmark, for messages.
     run : callable
         Runs the experiment and writes its files.
+    out_dir : Path, optional
+        Checked before ``run`` starts (see :func:`~pubsubml.sim.runner.check_out_dir`), so a bad
+        folder fails at once, not after the run.
 
     Returns
     -------
@@ -69,6 +72,10 @@ def run_experiment_command(name: str, run: Callable[[], T]) -> T:
 
     logging.getLogger("absl").setLevel(logging.ERROR)
     try:
+        if out_dir is not None:
+            from pubsubml.sim.runner import check_out_dir
+
+            check_out_dir(out_dir)
         with _one_torch_thread():
             return run()
     except ValueError as exc:

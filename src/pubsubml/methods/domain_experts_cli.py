@@ -57,7 +57,7 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
         fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
     out_dir.mkdir(parents=True, exist_ok=True)
     config = ExperimentConfig("smoke" if smoke else "full", seed=seed)
-    run_experiment_command(name, lambda: experiments[name](config, out_dir))
+    run_experiment_command(name, lambda: experiments[name](config, out_dir), out_dir)
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 
 

@@ -15,8 +15,11 @@ re-exported here.  Two kinds of DP:
   adds noise").  Each round each client takes part with probability ``q = client_fraction``
   (Poisson), trains without noise and sends its model; the server clips each update to norm
   C = ``max_grad_norm``, adds N(0, σ²C²) to the sum and divides by ``qN`` (clients weigh the same),
-  one subsampled-Gaussian event per round.  The unit of privacy is a whole client (stronger than
-  record-level DP), but the server sees every client's model in the clear: it must be trusted.
+  one subsampled-Gaussian event per round.  The unit of privacy is a whole client: adding or
+  removing one client changes the sum by at most C.  Changing one record *inside* a client that
+  takes part moves its clipped update by up to 2C (replace-one), so at the record level the same σ
+  gives only the guarantee of two add/remove steps (group privacy of size 2), not ε.  The server
+  sees every client's model in the clear: it must be trusted.
 """
 
 from __future__ import annotations
@@ -87,14 +90,21 @@ def client_schedule(n_clients: int, per_round: int, rounds: int, seed: int) -> l
     >>> sorted(np.bincount(np.concatenate(rounds), minlength=4).tolist())
     [1, 1, 2, 2]
     """
+    if not 1 <= per_round <= n_clients or rounds < 0:
+        raise ValueError(
+            f"need 1 <= per_round <= n_clients and rounds >= 0, got per_round={per_round}, "
+            f"n_clients={n_clients}, rounds={rounds}"
+        )
     rng = np.random.default_rng(seed)
     order: list[int] = []
     out = []
     for _ in range(rounds):
         if len(order) < per_round:
-            # Start a new pass; clients still owed this pass come first, no client twice a round.
-            rest = [c for c in rng.permutation(n_clients).tolist() if c not in order]
-            order += rest
+            # Append a whole new pass (every client once).  The clients still owed by the current
+            # pass go last in the new one, so no client is chosen twice in a round.
+            owed = set(order)
+            perm = rng.permutation(n_clients).tolist()
+            order += [c for c in perm if c not in owed] + [c for c in perm if c in owed]
         out.append(np.sort(np.asarray(order[:per_round])))
         del order[:per_round]
     return out
@@ -303,7 +313,8 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         ValueError
             Bad ``client_fraction``, ``rounds``, ``local_epochs`` or ``dp``.
         InvalidPrivacyParameterError
-            σ ≤ 0, C ≤ 0, or (central) δ ≥ 1 / n_clients.
+            σ ≤ 0, C ≤ 0, δ ≥ 1 / n_c for a client of n_c records (local DP) or
+            δ ≥ 1 / n_clients (central DP).
         DataValidationError, LabelError
             Malformed client data.
         """
@@ -318,6 +329,9 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         N, q, ns = len(Xs), float(self.client_fraction), [len(X) for X in Xs]
         per_round = max(1, round(q * N))
         schedule = client_schedule(N, per_round, self.rounds, self.random_state)
+        if mode == "local":  # record-level DP at each client: δ < 1 / n_c
+            for n_c in ns:
+                check_delta(self.target_delta, n_c)
         if mode == "central":  # Poisson client sampling: what the accounted event assumes
             check_delta(self.target_delta, N)  # one client is the unit of privacy
             rng = np.random.default_rng((self.random_state, 1))
@@ -331,7 +345,7 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
             max_grad_norm=self.max_grad_norm,
         )
         rates, steps = [base.sample_rate_for(n) for n in ns], [base.steps_for(n) for n in ns]
-        max_rounds = math.ceil(self.rounds * per_round / N)
+        max_rounds = int(np.bincount(np.concatenate(schedule), minlength=N).max())
         sigmas = self._noise(steps, rates, max_rounds) if mode == "local" else [0.0] * N
         configs = [dataclasses.replace(base, noise_multiplier=s) for s in sigmas]
         server_sigma = self._noise([self.rounds], [q], 1)[0] if mode == "central" else 0.0

@@ -53,11 +53,15 @@ def _run(
         fail("need --seeds >= 1, --folds >= 2, --jobs >= 1, 1 <= --turns <= 10")
     if fl_dp not in ("local", "central"):
         fail(f"--fl-dp must be 'local' or 'central', got {fl_dp!r}")
+    if turns is not None and name in ("pubsub-privacy", "pubsub-models"):
+        fail(f"--turns does not apply to {name}: it runs Scenario S2 only (one subscriber)")
+    if turns is not None and smoke:
+        fail("--turns does not apply with --smoke (one subscriber turn)")
     if fl_dp == "central" and name in ("pubsub-models", "pubsub-nonprivate"):
         fail(f"--fl-dp does not apply to {name}: it runs no DP FL baseline")
     mode: Literal["local", "central"] = "central" if fl_dp == "central" else "local"
     opts = RunOptions(seeds=seeds, folds=folds, jobs=jobs, smoke=smoke, turns=turns, fl_dp=mode)
-    written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts))
+    written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts), out_dir)
     typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
 
 

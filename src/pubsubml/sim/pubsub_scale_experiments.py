@@ -192,8 +192,9 @@ def run_publishers(
             f"* n = {', '.join(map(str, sizes.publisher_counts))} publishers (the paper goes to "
             f"5,000) and min(n, {sizes.n_subscribers}) subscribers instead of n (capped to keep "
             "the run within minutes on 2 cores); the publisher pools are nested (the first n of "
-            f"{max(sizes.publisher_counts)} publishers trained once per fold), so curves compare "
-            f"the same subscribers. {n_folds} of the 5 folds were run.\n"
+            f"{max(sizes.publisher_counts)} publishers trained once per fold), so every curve uses "
+            f"the same publishers; with fewer than {sizes.n_subscribers} publishers only the "
+            f"first n subscribers are scored. {n_folds} of the 5 folds were run.\n"
             f"* {table3_note()}",
         ]
     )

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Record",
+    "check_out_dir",
     "kfold_indices",
     "mean_se_label",
     "run_grid",
@@ -276,7 +277,8 @@ def _markdown(summary: pd.DataFrame, digits: int) -> str:
     return "\n".join(lines)
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def _write_temp(path: Path, write: Callable[[Path], None]) -> Path:
+    """Write ``path``'s content to a temporary file beside it (readable by all) and return it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     try:
@@ -284,10 +286,54 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; results are for everyone to read
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _atomic_write_all(files: list[tuple[Path, Callable[[Path], None]]]) -> None:
+    """Write every file to a temporary name, then rename them all: a failure writes none."""
+    temps: list[tuple[Path, Path]] = []
+    try:
+        for path, write in files:
+            temps.append((_write_temp(path, write), path))
+    except BaseException:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in temps:
+        os.replace(tmp, path)
+
+
+def check_out_dir(out_dir: Path | str) -> Path:
+    """Raise ``ValueError`` unless ``out_dir`` is, or can be created as, a writable folder.
+
+    Called before an experiment runs, so a bad ``--out-dir`` fails at once instead of after the
+    run; nothing is created.
+
+    Examples
+    --------
+    >>> check_out_dir("/proc/version/results")
+    Traceback (most recent call last):
+    ...
+    ValueError: output folder /proc/version/results: /proc/version is not a folder
+    """
+    out = Path(out_dir)
+    existing = out
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"output folder {out}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"output folder {out}: {existing} is not writable")
+    return out
 
 
 def write_results(
@@ -303,7 +349,8 @@ def write_results(
 ) -> list[Path]:
     """Write ``NAME.csv`` (the raw table), ``NAME.md`` (summary + notes) and ``NAME.png``.
 
-    Each file is written to a temporary name and renamed, so a failure leaves no half-written file.
+    The files are written to temporary names and renamed together once all are written, so a
+    failure leaves no half-written file and no partial set.
 
     Parameters
     ----------
@@ -329,30 +376,31 @@ def write_results(
     """
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ValueError(f"bad result name {name!r}")
-    out = Path(out_dir)
+    out = check_out_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    csv = out / f"{name}.csv"
-    _atomic_write(csv, lambda p: table.to_csv(p, index=False))
-    written.append(csv)
-    md = out / f"{name}.md"
     body = [f"# {title or name}", ""]
     if summary is not None:
         body += [_markdown(summary, digits), ""]
     if notes:
         body += [notes.strip(), ""]
     text = "\n".join(body)
-
-    def _write_md(p: Path) -> None:
-        p.write_text(text, encoding="utf-8")
-
-    _atomic_write(md, _write_md)
-    written.append(md)
+    files: list[tuple[Path, Callable[[Path], None]]] = [
+        (out / f"{name}.csv", lambda p: table.to_csv(p, index=False)),
+        (out / f"{name}.md", lambda p: _write_text(p, text)),
+    ]
     if figure is not None:
-        import matplotlib.pyplot as plt
+        files.append(
+            (
+                out / f"{name}.png",
+                lambda p: figure.savefig(p, dpi=150, bbox_inches="tight", format="png"),
+            )
+        )
+    try:
+        _atomic_write_all(files)
+    finally:
+        if figure is not None:
+            import matplotlib.pyplot as plt
 
-        png = out / f"{name}.png"
-        _atomic_write(png, lambda p: figure.savefig(p, dpi=150, bbox_inches="tight", format="png"))
-        plt.close(figure)
-        written.append(png)
+            plt.close(figure)
+    written = [path for path, _ in files]
     return written

@@ -72,6 +72,34 @@ def test_dp_median_and_mode() -> None:
     assert dp_mode(["a"] * 500 + ["b"] * 100, ["a", "b", "c"], 1.0, rng) == "a"
 
 
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda rng: dp_median(np.ones(5), 0.0, 1.0, 0.0, rng), "epsilon"),
+        (lambda rng: dp_median(np.ones(5), 0.0, 1.0, float("nan"), rng), "epsilon"),
+        (lambda rng: dp_median(np.ones(5), 1.0, 1.0, 1.0, rng), "lower < upper"),
+        (lambda rng: dp_mode(["a"], [], 1.0, rng), "category"),
+        (lambda rng: dp_mode(["a"], ["a"], -1.0, rng), "epsilon"),
+    ],
+)
+def test_dp_median_and_mode_reject_bad_parameters(call: Any, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call(np.random.default_rng(0))
+
+
+def test_dp_defaults_of_no_column_are_refused_before_the_ledger() -> None:
+    from pubsubml.errors import DataValidationError
+    from pubsubml.methods.stacking import release_dp_defaults
+
+    schema = FeatureSchema(features=(Feature(name="x", lower=0.0, upper=1.0, default=0.5),))
+    ledger = PrivacyLedger(site="s", epsilon_budget=1.0, delta=1e-5)
+    with pytest.raises(DataValidationError, match="no columns"):
+        release_dp_defaults(
+            pd.DataFrame(index=range(3)), schema, epsilon=1.0, ledger=ledger, release_id="d"
+        )
+    assert ledger.releases == []
+
+
 def test_vertical_federation_with_dp_defaults() -> None:
     # Prepare: the publisher holds a, b; the subscriber holds a, c; b matters.
     rng = np.random.default_rng(1)

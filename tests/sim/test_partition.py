@@ -189,6 +189,23 @@ def test_dirichlet_skew_matches_raw_dirichlet_draws(labels: np.ndarray, alpha: f
     assert measured == pytest.approx(reference, abs=0.05)
 
 
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 10.0, 100.0])
+def test_binary_imbalanced_dirichlet_skew_matches_raw_draws(alpha: float) -> None:
+    # The stacking label-skew runs: two classes, 30 % positives, 10 equal clients.  The spread of
+    # the clients' positive share matches that of q ~ Dirichlet(α·p) (quartiles within 0.06).
+    y = np.random.default_rng(1).choice(2, size=4000, p=[0.7, 0.3])
+    p = np.bincount(y) / len(y)
+    raw = np.random.default_rng(7).dirichlet(alpha * p, size=20_000)[:, 1]
+    shares = np.concatenate(
+        [label_share(y, dirichlet_label_skew(y, 10, alpha, s), [0, 1])[:, 1] for s in range(30)]
+    )
+    for quantile in (0.25, 0.5, 0.75):
+        assert np.quantile(shares, quantile) == pytest.approx(
+            np.quantile(raw, quantile), abs=0.06
+        ), quantile
+    assert shares.mean() == pytest.approx(p[1], abs=0.01)  # every row used once
+
+
 def test_dirichlet_uses_the_given_prior() -> None:
     y = np.repeat([0, 1], 3000)  # global 50/50
 

@@ -198,6 +198,10 @@ def dp_median(
     >>> abs(v - 3.0) < 0.1
     True
     """
+    if not (np.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon}")
+    if not (np.isfinite(lower) and np.isfinite(upper) and lower < upper) or grid_size < 2:
+        raise ValueError("need finite public bounds lower < upper and grid_size >= 2")
     x = np.sort(np.clip(np.asarray(values, dtype=np.float64), lower, upper))
     grid = np.linspace(lower, upper, grid_size)
     below = np.searchsorted(x, grid, side="left")
@@ -211,6 +215,10 @@ def dp_mode(
     values: Sequence[Any], categories: Sequence[Any], epsilon: float, rng: np.random.Generator
 ) -> Any:
     """ε-DP most frequent category by the exponential mechanism (utility = count, sensitivity 1)."""
+    if not (np.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be finite and > 0, got {epsilon}")
+    if len(categories) == 0:
+        raise ValueError("dp_mode needs at least one public category")
     counts = np.array([sum(1 for v in values if v == c) for c in categories], dtype=np.float64)
     logw = epsilon * counts / 2.0
     p = np.exp(logw - logw.max())
@@ -270,6 +278,8 @@ def release_dp_defaults(
     """
     if not epsilon > 0 or not np.isfinite(epsilon):
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon}")
+    if X.shape[1] == 0:
+        raise DataValidationError("X has no columns: there is no default to release")
     own = schema.subset([str(c) for c in X.columns])
     frame = own.validate_frame(X)
     if len(frame) == 0:

@@ -55,13 +55,17 @@ def bench(
     typer.Exit
         With code 2 on an unknown benchmark name or bad options.
     """
-    from pubsubml.sim.stacking_experiments import StackingConfig
+    from pubsubml.sim.stacking_experiments import NATURAL_COLUMNS, STAND_INS, StackingConfig
     from pubsubml.sim.stacking_reporting import EXPERIMENTS
 
     if name not in EXPERIMENTS:
         fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
-    if seeds < 1 or repeats < 1 or jobs < 1:
-        fail("--seeds, --repeats and --jobs must be >= 1")
+    if seeds < 1 or repeats < 1 or jobs < 1 or max_rows < 1 or trees < 1:
+        fail("--seeds, --repeats, --jobs, --max-rows and --trees must be >= 1")
+    if dataset not in STAND_INS:
+        fail(f"unknown --dataset {dataset!r}; choose one of {list(STAND_INS)}")
+    if name == "stacking-natural" and dataset not in NATURAL_COLUMNS:
+        fail(f"{dataset!r} has no natural partition column; use {list(NATURAL_COLUMNS)}")
     if smoke:
         cfg = StackingConfig.smoke_config(
             dataset=dataset, jobs=jobs, seeds=min(seeds, 1), repeats=min(repeats, 2), dp=dp

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from pubsubml.methods.stacking import release_dp_defaults
-from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.sim.datasets import Dataset, load
 from pubsubml.sim.partition import dirichlet_label_skew, iid, quantity_skew
 from pubsubml.sim.runner import Record
@@ -162,12 +163,18 @@ _PUBLIC_CACHE: dict[tuple[Any, ...], dict[str, list[PublicModel]]] = {}
 
 
 def _publics(
-    key: tuple[Any, ...], clients: list[ClientData], kinds: list[PublicKind], classes: list[Any]
+    key: tuple[Any, ...],
+    clients: list[ClientData],
+    kinds: list[PublicKind],
+    classes: list[Any],
+    ledgers: dict[str, PrivacyLedger] | None,
 ) -> dict[str, list[PublicModel]]:
     if key not in _PUBLIC_CACHE:
         _PUBLIC_CACHE.clear()
         seed = int(key[0])
-        _PUBLIC_CACHE[key] = {k.name: train_public_models(clients, k, classes, seed) for k in kinds}
+        _PUBLIC_CACHE[key] = {
+            k.name: train_public_models(clients, k, classes, seed, ledgers) for k in kinds
+        }
     return _PUBLIC_CACHE[key]
 
 
@@ -178,11 +185,15 @@ def _federation_publics(
     models: str,
     key: tuple[Any, ...],
     dp_kinds: str,
+    ledgers: dict[str, PrivacyLedger] | None = None,
 ) -> tuple[list[PublicKind], dict[str, list[PublicModel]]]:
-    """The public kinds of ``models`` and every client's public model of each (cached per seed)."""
+    """The public kinds of ``models`` and every client's public model of each (cached per seed).
+
+    DP models are charged to their client's ledger (built on ``ledgers[client]`` when given).
+    """
     assert ds.classes is not None
     kinds = _kinds(models, dp_kinds)
-    publics = _publics((seed, models, dp_kinds, *key), clients, kinds, list(ds.classes))
+    publics = _publics((seed, models, dp_kinds, *key), clients, kinds, list(ds.classes), ledgers)
     return kinds, publics
 
 
@@ -195,10 +206,11 @@ def _run(
     trees: int,
     key: tuple[Any, ...],
     dp_kinds: str,
+    ledgers: dict[str, PrivacyLedger] | None = None,
 ) -> list[Record]:
     """Evaluate one repeat; ``key`` identifies the federation (task, seed and its parameters)."""
     assert ds.classes is not None
-    kinds, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds)
+    kinds, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds, ledgers)
     return evaluate_federation(
         clients,
         list(ds.classes),
@@ -326,15 +338,16 @@ def vertical_task(
             own = noisy_defaults(X, own, noise, rng)
         clients.append(ClientData(f"c{k}", X, ds.y[parts[k]], own))
     key = ("vertical", p, noise, defaults, rows, dataset, max_rows, n_clients, dp_epsilon)
-    records = _run(clients, ds, seed, fold, models, trees, key, dp_kinds)
-    _, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds)
-    total = _publication_epsilons(ledgers, publics)
+    records = _run(clients, ds, seed, fold, models, trees, key, dp_kinds, ledgers)
+    _, publics = _federation_publics(clients, ds, seed, models, key, dp_kinds, ledgers)
+    total, per_record = _publication_epsilons(publics, ledgers, shared_rows=rows == "all")
     sets = {f"c{k}": set(c) for k, c in enumerate(columns)}
     for r in records:
         ledger_k = ledgers.get(r["client"])
         r["defaults_epsilon"] = ledger_k.spent_epsilon() if ledger_k else float("inf")
         if r["record"] == "client":
             r["total_epsilon"] = total.get((r["client"], r["public"]), float("inf"))
+            r["record_epsilon"] = per_record.get(r["public"], float("inf"))
         if r["record"] == "edge":
             a, b = sets[r["client"]], sets[r["publisher"]]
             r["jaccard"] = len(a & b) / len(a | b)
@@ -342,24 +355,36 @@ def vertical_task(
 
 
 def _publication_epsilons(
-    ledgers: dict[str, PrivacyLedger], publics: dict[str, list[PublicModel]]
-) -> dict[tuple[str, str], float]:
-    """ε of each client's DP defaults composed with its DP public model of each kind.
+    publics: dict[str, list[PublicModel]],
+    ledgers: dict[str, PrivacyLedger],
+    *,
+    shared_rows: bool,
+    delta: float = 1e-5,
+) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+    """Each client's ε per public kind, and the ε of one record over all the clients' releases.
 
-    The kinds are alternative federations, so each is asked of the client's ledger with
-    :meth:`~pubsubml.privacy.ledger.PrivacyLedger.epsilon_if_charged` (the ledger is not changed).
-    Non-DP public models (no privacy events) are left out: their publication is not DP.
+    A client's ε is what its ledger spent: its DP defaults composed with its DP public model of
+    that kind (charged by :func:`~pubsubml.sim.stacking_models.train_public_models`).  The kinds
+    are alternative federations, each on its own copy of the ledger.  When every client holds the
+    same rows (``shared_rows``, the paper's vertical partition), one person's record is in every
+    client's releases, so its ε is the composition of all of them; otherwise it is the largest
+    client's ε.  Kinds with a non-DP release (a non-private model, or the simulated noisy
+    defaults) are left out: their ε is infinite.
     """
-    out: dict[tuple[str, str], float] = {}
+    total: dict[tuple[str, str], float] = {}
+    per_record: dict[str, float] = {}
     for kind, models in publics.items():
+        charged = [m.ledger for m in models]
+        if any(ledger is None for ledger in charged) or len(ledgers) != len(models):
+            continue
         for model in models:
-            ledger = ledgers.get(model.model_id)
-            events = tuple(getattr(model.estimator, "privacy_events_", ()))
-            if ledger is None or not events:
-                continue
-            release = Release(release_id=f"public-{kind}", events=events)
-            out[(model.model_id, kind)] = ledger.epsilon_if_charged(release)
-    return out
+            total[(model.model_id, kind)] = model.total_epsilon
+        if shared_rows:
+            events = [e for ledger in charged if ledger for r in ledger.releases for e in r.events]
+            per_record[kind] = compute_epsilon(events, delta)
+        else:
+            per_record[kind] = max(m.total_epsilon for m in models)
+    return total, per_record
 
 
 def _label(column: str, value: Any) -> str:

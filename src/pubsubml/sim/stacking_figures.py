@@ -23,23 +23,40 @@ from pubsubml.methods.contributions import rank_publishers
 from pubsubml.sim.runner import mean_se_label, summarize, write_results
 from pubsubml.sim.stacking_protocol import normalized_graph
 
-__all__ = ["METRICS", "binned_plot", "dp_bars", "param_lines", "summary_table", "write_graph"]
+__all__ = [
+    "METRICS",
+    "binned_plot",
+    "dp_bars",
+    "param_lines",
+    "per_seed",
+    "summary_table",
+    "write_graph",
+]
 
 
 METRICS = ("gain", "gain_auc", "bacc", "private_bacc", "auc", "self_importance")
 
 
+def per_seed(frame: pd.DataFrame, by: Sequence[str], values: Sequence[str]) -> pd.DataFrame:
+    """``values`` averaged over the clients of each federation, then over the repeats of a seed.
+
+    The repeats of one seed share its partition and public models, so they are not independent:
+    the seed is the unit of the standard errors.
+    """
+    per_fed = frame.groupby([*by, "seed", "fold"], sort=False, dropna=False)[list(values)].mean()
+    return per_fed.groupby([*by, "seed"], sort=False, dropna=False).mean().reset_index()
+
+
 def summary_table(clients: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     """Mean ± SE of :data:`METRICS` per group of ``by``.
 
-    Each (seed, repeat) federation is first averaged over its clients, so ``n`` counts federations
-    (seeds × repeats) and the SE is over them.
+    Each (seed, repeat) federation is first averaged over its clients and each seed over its
+    repeats (:func:`per_seed`), so ``n`` counts seeds and the SE is over them.
     """
-    keys = [*by, "seed", "fold"]
-    per_fed = clients.groupby(keys, sort=False, dropna=False)[list(METRICS)].mean().reset_index()
+    seeds = per_seed(clients, by, METRICS)
     out: pd.DataFrame | None = None
     for metric in METRICS:
-        s = summarize(per_fed, by, value=metric)
+        s = summarize(seeds, by, value=metric)
         s[metric] = [mean_se_label(m, e) for m, e in zip(s["mean"], s["se"], strict=True)]
         part = s[[*by, metric, "n"]] if out is None else s[[*by, metric]]
         out = part if out is None else out.merge(part, on=list(by), sort=False)
@@ -63,13 +80,13 @@ def binned_plot(
 
 
 def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> None:
-    """Mean gain (± SE over federations) per public model kind, one bar per value of ``by``."""
+    """Mean gain (± SE over seeds) per public model kind, one bar per value of ``by``."""
     dp = clients[clients.models == "dp"]
     if dp.empty:
         ax.set_visible(False)
         return
-    per_fed = dp.groupby(["public", by, "seed", "fold"])["gain"].mean().reset_index()
-    s = per_fed.groupby(["public", by])["gain"].agg(["mean", "sem"]).reset_index()
+    seeds = per_seed(dp, ["public", by], ["gain"])
+    s = seeds.groupby(["public", by])["gain"].agg(["mean", "sem"]).reset_index()
     kinds = list(dict.fromkeys(dp.public))
     levels = list(dict.fromkeys(dp[by]))
     width = 0.8 / len(levels)
@@ -92,9 +109,9 @@ def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> 
 
 def param_lines(ax: Any, clients: pd.DataFrame, param: str, xlabel: str) -> None:
     rf = clients[(clients.public == "rf") & (clients.models == "rf")]
-    per_fed = rf.groupby([param, "variant", "seed", "fold"])["gain"].mean().reset_index()
+    seeds = per_seed(rf, [param, "variant"], ["gain"])
     for variant in ("held_out", "pooled"):
-        s = per_fed[per_fed.variant == variant].groupby(param)["gain"].agg(["mean", "sem"])
+        s = seeds[seeds.variant == variant].groupby(param)["gain"].agg(["mean", "sem"])
         ax.errorbar(
             s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", capsize=3, label=variant
         )

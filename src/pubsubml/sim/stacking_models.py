@@ -10,7 +10,7 @@ the paper's private model.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from pubsubml.learners.local import LocalModel
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.learners.registry import create_learner
 from pubsubml.methods.stacking import vertical_partition
+from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.schema import Feature, FeatureSchema
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "client_features",
     "forest",
     "noisy_defaults",
+    "publication_ledger",
     "train_public_models",
     "with_defaults",
 ]
@@ -60,6 +62,19 @@ class ClientData:
     X: pd.DataFrame
     y: np.ndarray
     schema: FeatureSchema
+
+    def __post_init__(self) -> None:
+        n = len(self.X)
+        if len(self.y) != n:
+            raise ValueError(f"client {self.name!r}: {n} rows in X but {len(self.y)} labels")
+        if not self.X.index.equals(pd.RangeIndex(n)):
+            raise ValueError(
+                f"client {self.name!r}: X must be indexed by row position 0 … n-1 "
+                "(use reset_index(drop=True))"
+            )
+        missing = [c for c in self.schema.names if c not in self.X.columns]
+        if missing:
+            raise ValueError(f"client {self.name!r}: schema features {missing} are not in X")
 
 
 def with_defaults(schema: FeatureSchema, defaults: dict[str, Any]) -> FeatureSchema:
@@ -127,37 +142,81 @@ class PublicModel:
     """A published model seen by others: its input features, classes and published defaults.
 
     ``predict_proba`` fills the features a subscriber lacks with the publisher's defaults
-    (pfl-stacking.txt §3) before calling the estimator.
+    (pfl-stacking.txt §3) before calling the estimator.  ``ledger`` is the publisher's ledger with
+    this model charged (``None`` for a non-private model); ``total_epsilon`` is what that ledger
+    has spent on the whole publication (DP defaults included), ``inf`` if it is not DP.
     """
 
-    def __init__(self, estimator: Any, schema: FeatureSchema, publisher: str) -> None:
+    def __init__(
+        self,
+        estimator: Any,
+        schema: FeatureSchema,
+        publisher: str,
+        ledger: PrivacyLedger | None = None,
+    ) -> None:
         self.estimator = estimator
         self.schema = schema
         self.model_id = publisher
         self.input_features = schema.names
         self.classes = list(np.asarray(estimator.classes_).tolist())
         self.epsilon = float(getattr(estimator, "epsilon_", math.inf))
+        self.ledger = ledger
+        self.total_epsilon = ledger.spent_epsilon() if ledger is not None else math.inf
 
     def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
         """Class probabilities on ``X`` extended with the published defaults."""
         return np.asarray(self.estimator.predict_proba(self.schema.extend(X)), dtype=np.float64)
 
 
+def publication_ledger(
+    client: str, kind: PublicKind, base: PrivacyLedger | None = None, delta: float = 1e-5
+) -> PrivacyLedger:
+    """The ledger a client charges its public model of ``kind`` to.
+
+    The client's budget is what it has already planned (``base``: e.g. its DP defaults) plus the
+    model's ε.  ``base`` is copied, not changed: the kinds are alternative federations, each
+    publication composed on its own copy.
+
+    Examples
+    --------
+    >>> publication_ledger("c0", PUBLIC_KINDS["dp_lr_e1"]).epsilon_budget
+    1.0
+    """
+    if kind.epsilon is None:
+        raise ValueError(f"public kind {kind.name!r} is not DP: it has no ledger to charge")
+    if base is None:
+        return PrivacyLedger(site=client, epsilon_budget=kind.epsilon, delta=delta)
+    ledger = base.model_copy(deep=True)
+    ledger.epsilon_budget = base.epsilon_budget + kind.epsilon
+    return ledger
+
+
 def train_public_models(
-    clients: Sequence[ClientData], kind: PublicKind, classes: Sequence[Any], seed: int
+    clients: Sequence[ClientData],
+    kind: PublicKind,
+    classes: Sequence[Any],
+    seed: int,
+    ledgers: Mapping[str, PrivacyLedger] | None = None,
 ) -> list[PublicModel]:
     """Each client's public model, trained on all its rows (pfl-stacking.txt §4).
 
-    DP MLPs of clients with the same columns are trained together with
-    :func:`~pubsubml.learners.mlp.fit_many`; each model's ε is its own accountant's.
+    DP MLPs of clients with the same columns (and defaults) are trained together with
+    :func:`~pubsubml.learners.mlp.fit_many`; each model's ε is its own accountant's.  A DP model is
+    charged to its client's :func:`publication_ledger` (built on ``ledgers[client]`` when given)
+    before it is published.
+
+    Raises
+    ------
+    PrivacyBudgetExceededError
+        A client's ledger refuses its model; no model is returned.
     """
     seeds = [seed * 1000 + i for i in range(len(clients))]
     fitted: list[Any] = [None] * len(clients)
     if kind.learner == "dp_mlp_classifier":
-        groups: dict[tuple[tuple[str, ...], int], list[int]] = {}
+        groups: dict[tuple[str, int], list[int]] = {}
         for i, c in enumerate(clients):
             batch = kind.build(c.schema, classes, 0, len(c.y)).batch_size
-            groups.setdefault((tuple(c.schema.names), batch), []).append(i)
+            groups.setdefault((c.schema.model_dump_json(), batch), []).append(i)
         for members in groups.values():
             first = clients[members[0]]
             est = kind.build(first.schema, classes, seeds[members[0]], len(first.y))
@@ -168,7 +227,19 @@ def train_public_models(
     else:
         for i, c in enumerate(clients):
             fitted[i] = kind.build(c.schema, classes, seeds[i], len(c.y)).fit(c.X, c.y)
-    return [PublicModel(m, c.schema, c.name) for m, c in zip(fitted, clients, strict=True)]
+    charged: list[PrivacyLedger | None] = [None] * len(clients)
+    if kind.private:
+        for i, (m, c) in enumerate(zip(fitted, clients, strict=True)):
+            events = tuple(getattr(m, "privacy_events_", ()))
+            if not events:
+                raise ValueError(f"DP public model {kind.name!r} of {c.name!r} records no events")
+            ledger = publication_ledger(c.name, kind, (ledgers or {}).get(c.name))
+            ledger.charge(Release(release_id=f"public-{kind.name}", events=events))
+            charged[i] = ledger
+    return [
+        PublicModel(m, c.schema, c.name, ledger)
+        for m, c, ledger in zip(fitted, clients, charged, strict=True)
+    ]
 
 
 # ---- private and meta-models -----------------------------------------------------------------
@@ -211,6 +282,10 @@ def noisy_defaults(
     standard deviation, clipped to the public bounds.  Not differentially private — the private-safe
     variant is :func:`~pubsubml.methods.stacking.release_dp_defaults`.
     """
+    if not (math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be finite and >= 0, got {noise}")
+    if len(X) < 2:
+        raise ValueError("noisy defaults need at least 2 rows (the noise scale is a sample std)")
     values: dict[str, Any] = {}
     for f in schema:
         col = X[f.name]

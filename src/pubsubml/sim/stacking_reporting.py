@@ -8,7 +8,7 @@ ranking of its clients) with :func:`~pubsubml.sim.runner.write_results`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pubsubml.sim.runner import run_grid, write_results
+from pubsubml.sim.runner import mean_se_label, run_grid, write_results
 from pubsubml.sim.stacking_experiments import (
     STAND_INS,
     StackingConfig,
@@ -102,8 +102,12 @@ def _notes(cfg: StackingConfig, extra: str, clients: pd.DataFrame | None = None)
         "`dp_lr_e*` / `dp_mlp_e*` = DP random forest / logistic regression / MLP with the ε their "
         "accountant reports (column `epsilon`).  `gain` = personalized − private-only balanced "
         "accuracy, the private-only model being trained on Train ∪ Meta Train (as the paper's "
-        "source); `gain_auc` the same for ROC AUC from probabilities.  Mean ± SE over federations "
-        "(seed × repeat), each averaged over its clients.  " + extra
+        "source); `gain_auc` the same for ROC AUC from probabilities.  Mean ± SE over seeds (`n`): "
+        "each federation (seed × repeat) is averaged over its clients, then each seed over its "
+        "repeats, which share its partition and public models.  The public `rf` is scikit-learn's "
+        "100-tree forest whatever `--trees` says, as in the paper; the private and meta-forests "
+        f"have {cfg.trees} (the paper: 100), so with fewer than 100 the public forests have more "
+        "trees than the private baseline, which can only favour the gain.  " + extra
     )
 
 
@@ -178,6 +182,25 @@ def _realized_shares(rf: pd.DataFrame, values: tuple[float, ...]) -> str:
     )
 
 
+def realized_balance(clients: pd.DataFrame, values: Sequence[float]) -> str:
+    """The label mixes a run got: clients' positive-label share (10th–90th percentile) per α.
+
+    The partition rescales the Dirichlet draws so that every row is used once, so the realized
+    mixes are reported rather than assumed.
+    """
+    one = clients.drop_duplicates(["alpha", "seed", "client"])
+    parts = []
+    for a in values:
+        share = one.loc[one.alpha == a, "balance"]
+        if len(share):
+            lo, hi = np.percentile(share, [10, 90])
+            parts.append(f"α = {a:g}: {lo:.2f}–{hi:.2f}")
+    return (
+        "Realized positive-label share of the clients (10th–90th percentile over clients and "
+        "seeds): " + "; ".join(parts) + "."
+    )
+
+
 def run_label(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
     """§4.2: gain vs α; gain and importance vs label balance; the importance matrix (Fig. 3f)."""
     values = (0.5, 10.0) if cfg.smoke else (0.5, 1.0, 10.0, 100.0)
@@ -218,7 +241,8 @@ def run_label(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
     notes = _notes(
         cfg,
         "Labels q ~ Dirichlet(α·p) with p the global class frequencies "
-        "(pubsubml.sim.partition.dirichlet_label_skew, equal client sizes).",
+        "(pubsubml.sim.partition.dirichlet_label_skew, equal client sizes).  "
+        + realized_balance(rf, values),
         clients,
     )
     matrix.index = [str(i) for i in matrix.index]
@@ -299,6 +323,7 @@ def run_vertical(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
         & (edges.rows == "all")
     ]
     binned_plot(axes[0, 2], e, "jaccard", "weight", "held_out", bins=6)
+    jaccard = jaccard_table(edges)
     axes[0, 2].set(xlabel="Jaccard similarity of feature sets", ylabel="assigned importance")
     for variant in ("held_out", "pooled"):
         v = noisy[noisy.variant == variant]
@@ -342,6 +367,16 @@ def run_vertical(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
         figure=fig,
         notes=notes,
     )
+    write_results(
+        result_name(cfg, "vertical-jaccard"),
+        out_dir,
+        table=jaccard,
+        summary=jaccard,
+        notes="Mean importance a held-out stacked model (public `rf`, noisy defaults at ε_noise = "
+        "0) gives another client's model, by the Jaccard similarity of the two clients' feature "
+        "sets (pfl-stacking.txt Fig. 4d); mean over the pairs of each seed, then mean ± SE over "
+        "seeds; `pairs` counts (subscriber, publisher, repeat) pairs.  " + notes,
+    )
     write_graph(
         result_name(cfg, "vertical"),
         clients,
@@ -352,6 +387,29 @@ def run_vertical(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
         notes,
     )
     return clients
+
+
+def jaccard_table(edges: pd.DataFrame) -> pd.DataFrame:
+    """Assigned importance by Jaccard similarity of feature sets (held-out, ``rf``, ε_noise = 0).
+
+    One row per (rows, p, Jaccard value): mean ± SE over seeds of the mean weight of each seed's
+    pairs, and the number of pairs.
+    """
+    e = edges[
+        (edges.models == "rf")
+        & (edges.public == "rf")
+        & (edges.variant == "held_out")
+        & (edges.defaults == "noisy")
+        & (edges.noise == 0)
+    ].assign(jaccard=lambda f: f.jaccard.round(3))
+    by = ["rows", "p", "jaccard"]
+    seeds = e.groupby([*by, "seed"])["weight"].agg(["mean", "size"]).reset_index()
+    g = seeds.groupby(by)
+    out = g["mean"].agg(["mean", "sem"]).reset_index()
+    out["importance"] = [mean_se_label(m, s) for m, s in zip(out["mean"], out["sem"], strict=True)]
+    out["pairs"] = g["size"].sum().to_numpy()
+    out["seeds"] = g["mean"].count().to_numpy()
+    return out[[*by, "importance", "pairs", "seeds"]]
 
 
 NATURAL_NOTES = {

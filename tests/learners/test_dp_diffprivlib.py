@@ -188,6 +188,26 @@ def test_privacy_attributes_record_the_guarantee(cls: type) -> None:
 
     assert clf.epsilon_ == 0.5 and clf.delta_ == 0.0
     assert clf.privacy_events_ == [DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0)]
+    # the events are what diffprivlib's accountant for this fit recorded, not the parameter
+    assert clf.estimator_.accountant.spent_budget == [(0.5, 0)]
+
+
+@pytest.mark.parametrize("cls", DP_CLASSES)
+def test_a_fit_that_spends_more_than_asked_is_refused(
+    cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = cls._train
+
+    def overspending(self: Any, Z: Any, codes: Any, n_classes: int, epsilon: float) -> Any:
+        model = real(self, Z, codes, n_classes, epsilon)
+        model.accountant.spend(0.1, 0)  # a mechanism that ran beyond the request
+        return model
+
+    monkeypatch.setattr(cls, "_train", overspending)
+    clf = _model(cls, epsilon=0.5)
+    with pytest.raises(InvalidPrivacyParameterError, match="did not run"):
+        clf.fit(X, Y)
+    assert not hasattr(clf, "epsilon_")
 
 
 @pytest.mark.parametrize("epsilon", [0, -0.1, math.inf, math.nan, "1", True, None])

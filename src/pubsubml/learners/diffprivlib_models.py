@@ -149,13 +149,23 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         Z = self._encode_new(X)
         classes_, codes = check_labels(y, self.classes, Z.shape[0])
         model = self._train(Z, codes, len(classes_), epsilon)
+        # What the mechanisms spent, as diffprivlib's own accountant for this fit recorded it.
+        spent = [(float(e), float(d)) for e, d in model.accountant.spent_budget]
+        total_epsilon, total_delta = (float(v) for v in model.accountant.total())
+        if not spent or total_epsilon > epsilon * (1 + 1e-9) or total_delta > 0:
+            raise InvalidPrivacyParameterError(
+                f"{type(self).__name__}: diffprivlib recorded spends {spent} for a requested "
+                f"pure ε = {epsilon}; refusing to report a guarantee that did not run"
+            )
         model.classes_ = classes_
         self._commit_input(X, Z)
         self.estimator_ = model
         self.classes_ = classes_
-        self.epsilon_ = epsilon
+        self.epsilon_ = total_epsilon
         self.delta_ = 0.0
-        self.privacy_events_ = [DPEvent(mechanism="approx_dp", epsilon=epsilon, delta=0.0)]
+        self.privacy_events_ = [
+            DPEvent(mechanism="approx_dp", epsilon=e, delta=0.0) for e, _ in spent
+        ]
         return self
 
     def predict_proba(self, X: Any) -> np.ndarray:

@@ -413,7 +413,8 @@ def jaccard_table(edges: pd.DataFrame) -> pd.DataFrame:
 
 
 NATURAL_NOTES = {
-    "hi": "HI is partitioned on `region` (4 census regions), as Census would be by region.",
+    "hi": "HI is partitioned on `region` (4 census regions), a geographic grouping; the column "
+    "the paper used for Census is in its Fig. 5a, lost from our copy of the text.",
     "flchain": "flchain has no categorical column with more than two values, so it is "
     "partitioned on `flc.grp`, the decile group of the serum free light chain (kappa + "
     "lambda, which stay features): a covariate-defined grouping, not a natural one like the "

@@ -61,7 +61,7 @@ def summary_table(clients: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
         part = s[[*by, metric, "n"]] if out is None else s[[*by, metric]]
         out = part if out is None else out.merge(part, on=list(by), sort=False)
     assert out is not None
-    budgets = [c for c in ("epsilon", "total_epsilon") if c in clients]
+    budgets = [c for c in ("epsilon", "total_epsilon", "record_epsilon") if c in clients]
     eps = clients.groupby(list(by), sort=False, dropna=False)[budgets].max().reset_index()
     out = out.merge(eps, on=list(by), sort=False)
     return out[[*by, *budgets, *METRICS, "n"]]

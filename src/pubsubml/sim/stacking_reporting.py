@@ -353,7 +353,9 @@ def run_vertical(cfg: StackingConfig, out_dir: Path) -> pd.DataFrame:
         "`defaults=dp`: ε-DP medians/modes (exponential mechanism, ε = 1 per client, "
         "charged to its PrivacyLedger; `defaults_epsilon`); with DP public models, "
         "`total_epsilon` is the client's whole publication (DP defaults and DP model) as its "
-        "ledger composes it at δ = 1e-5.  Numeric defaults are clipped to the public bounds "
+        "ledger composes it at δ = 1e-5, and `record_epsilon` what one person's record gets: "
+        "with `rows=all` every client holds every record, so it composes all the clients' "
+        "publications.  Numeric defaults are clipped to the public bounds "
         "(a published default must lie within them).",
         clients,
     )

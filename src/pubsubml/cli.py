@@ -35,11 +35,22 @@ def demo(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the generated sites.")] = 0,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Run seeds 0..N-1 quietly and print each subscriber's scores per seed with "
+            "the mean ± standard error (instead of one verbose run).",
+        ),
+    ] = None,
 ) -> None:
     """Run the end-to-end demo on the embedded default (nothing is downloaded)."""
-    from pubsubml.demo import run_demo
+    from pubsubml.demo import run_demo, run_demo_seeds
 
-    run_demo(workdir=workdir, seed=seed)
+    if seeds is None:
+        run_demo(workdir=workdir, seed=seed)
+    else:
+        run_demo_seeds(range(seeds))
 
 
 def _mount_registry() -> None:

@@ -6,40 +6,47 @@ End to end, on one machine and with nothing downloaded (pubsub-ml.txt Algorithm 
    and register the consortium's feature dictionary and the sites with their Ed25519 keys and
    privacy budgets;
 2. publishers, each holding its own slice of river's Hyperplane data and its own feature subset,
-   train DP MLPs (the network of pubsub-ml.txt §7.2 Table 4, ε = 1, δ = 1e-5), charge their ledgers
-   and publish over HTTP; the registry recomputes ε and charges its copy of the ledger;
-3. subscribers subscribe to channels, pull and verify the models, run CUSTOMIZE (Algorithm 2) on
-   their small private data and report contribution scores;
-4. a table per subscriber compares Own, PubSub-ML and the non-private reference PubSub-ML*.
+   train DP-SGD logistic regressions (:class:`~pubsubml.learners.DPSGDLogisticRegression` with its
+   public-input defaults, ε = 1, δ = 1e-5), charge their ledgers and publish over HTTP; the
+   registry recomputes ε and charges its copy of the ledger;
+3. subscribers subscribe to channels, pull and verify the models, run CUSTOMIZE (Algorithm 2,
+   cross-fitted, stacked fusion) on their small private data and report contribution scores;
+4. a table per subscriber compares, on fresh rows of the subscriber's distribution that nobody
+   trained on, Own (the same own learner as inside CUSTOMIZE), PubSub-ML and the non-private
+   reference PubSub-ML*.
 """
 
 from __future__ import annotations
 
+import io
+import math
 import secrets
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
-from sklearn.model_selection import train_test_split
 
 from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64
-from pubsubml.learners import DPMLPClassifier
-from pubsubml.methods import ContributionReport, Customizer
+from pubsubml.learners import DPSGDLogisticRegression
+from pubsubml.methods import ContributionReport, Customizer, OwnLearner
+from pubsubml.methods.own import own_estimator
 from pubsubml.privacy import PrivacyLedger, compute_epsilon
 from pubsubml.registry.client import RegistryClient
 from pubsubml.schema import FeatureSchema
 from pubsubml.sim import Dataset, hyperplane
 from pubsubml.sites import Site
 
-__all__ = ["DemoConfig", "run_demo"]
+__all__ = ["DemoConfig", "run_demo", "run_demo_seeds"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class DemoConfig:
 
     publisher_rows: int = 1500
     subscriber_rows: int = 400
-    epochs: int = 30
+    test_rows: int = 4000
     epsilon: float = 1.0
     delta: float = 1e-5
 
@@ -91,6 +98,53 @@ def run_demo(
         with _registry(root, admin_token) as url:
             console.print(f"[bold]Registry[/bold] on {url} (SQLite + artifact folder in {root})")
             return _run(url, admin_token, seed, cfg, console)
+
+
+def run_demo_seeds(
+    seeds: Sequence[int],
+    *,
+    config: DemoConfig | None = None,
+    console: Console | None = None,
+) -> pd.DataFrame:
+    """Run the demo once per seed (quietly) and print the scores per seed with mean ± SE.
+
+    Returns
+    -------
+    DataFrame
+        One row per (seed, subscriber) with the ``Own``, ``PubSub-ML`` and ``PubSub-ML*`` scores.
+    """
+    console = console or Console()
+    rows: list[dict[str, Any]] = []
+    for seed in seeds:
+        quiet = Console(file=io.StringIO(), width=160)
+        with console.status(f"seed {seed}"):
+            scores = run_demo(seed=seed, config=config, console=quiet)
+        rows.extend({"seed": seed, "subscriber": sub} | s for sub, s in scores.items())
+    table = pd.DataFrame(rows)
+    methods = ["Own", "PubSub-ML", "PubSub-ML*"]
+    out = Table(title=f"Demo over seeds {list(seeds)}: test accuracy on fresh rows")
+    for col in ("subscriber", "seed", *methods, "PubSub-ML − Own"):
+        out.add_column(col, justify="left" if col == "subscriber" else "right")
+    for sub, part in table.groupby("subscriber", sort=False):
+        gain = part["PubSub-ML"] - part["Own"]
+        for (_, row), g in zip(part.iterrows(), gain, strict=True):
+            out.add_row(
+                str(sub), str(row["seed"]), *(f"{row[m]:.4f}" for m in methods), f"{g:+.4f}"
+            )
+        out.add_row(
+            str(sub),
+            "mean ± SE",
+            *(_mean_se(part[m].to_numpy()) for m in methods),
+            _mean_se(gain.to_numpy(), sign=True),
+            end_section=True,
+        )
+    console.print(out)
+    return table
+
+
+def _mean_se(values: np.ndarray, *, sign: bool = False) -> str:
+    se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else math.nan
+    return f"{float(np.mean(values)):{'+' if sign else ''}.4f} ± {se:.4f}"
 
 
 def _free_port() -> int:
@@ -157,8 +211,12 @@ def _run(
     names = list(PUBLISHERS) + list(SUBSCRIBERS)
     sizes = [cfg.publisher_rows] * len(PUBLISHERS) + [cfg.subscriber_rows] * len(SUBSCRIBERS)
     # One concept (IID sites): publishers have more data, subscribers little (Scenario 1, §8.1.1).
-    data = hyperplane(sum(sizes), seed=seed)
-    parts = dict(zip(names, _split(data, sizes, seed), strict=True))
+    # Each subscriber is scored on its own fresh rows of the concept that no site trained on.
+    tests = [cfg.test_rows] * len(SUBSCRIBERS)
+    data = hyperplane(sum(sizes) + sum(tests), seed=seed)
+    *site_parts, tail = _split(data, [*sizes, sum(tests)], seed)
+    parts = dict(zip(names, site_parts, strict=True))
+    fresh = dict(zip(SUBSCRIBERS, _split(tail, tests, seed), strict=True))
     schema = data.schema
 
     admin = RegistryClient(url, admin_token)
@@ -183,34 +241,32 @@ def _run(
         site.trust(*trusted.values())
 
     # ---- publishing phase (Algorithm 3, line 2) ----------------------------------------
-    published = Table(title="Publishers (DP MLP 100-50 tanh, DP-SGD with Poisson sampling)")
+    published = Table(
+        title="Publishers (DP-SGD logistic regression on public-bound inputs, Poisson sampling)"
+    )
     for col in ("site", "features", "rows", "σ", "steps", "ε PLD", "ε RDP", "δ", "ledger ε"):
         published.add_column(col, justify="right" if col not in ("site", "features") else "left")
-    reference_models: list[DPMLPClassifier] = []
+    classes = data.classes
+    if classes is None:
+        raise ValueError("the demo's data set must declare its classes")
+    reference_models: list[_AsPublished] = []
     for name, features in PUBLISHERS.items():
         site, part = sites[name], parts[name]
         X = part.X[features]
-        model = DPMLPClassifier(
+        model = DPSGDLogisticRegression(
             schema=site.schema,
             classes=data.classes,
-            epochs=cfg.epochs,
-            target_epsilon=cfg.epsilon,
-            target_delta=cfg.delta,
+            epsilon=cfg.epsilon,
+            delta=cfg.delta,
             random_state=seed,
         )
         with console.status(f"{name}: DP-SGD training"):
             model.fit(X, part.y)
         site.publish(model, clients[name])
-        # PubSub-ML*: the same network without DP, kept in-process as the reference (§8.3.4).
-        reference_models.append(
-            DPMLPClassifier(
-                schema=site.schema,
-                classes=data.classes,
-                epochs=cfg.epochs,
-                dp=False,
-                random_state=seed,
-            ).fit(X, part.y)
-        )
+        # PubSub-ML*: a logistic regression of the same inputs without DP, kept in-process as
+        # the reference (§8.3.4).
+        reference = own_estimator("logistic", "classification", site.schema, features, seed)
+        reference_models.append(_AsPublished(reference.fit(X, part.y), site.schema, classes))
         eps_rdp = compute_epsilon(model.privacy_events_, cfg.delta, backend="rdp")
         ledger_eps = clients[name].ledger(name)["spent_epsilon"]
         published.add_row(
@@ -232,13 +288,10 @@ def _run(
         site, part = sites[name], parts[name]
         sub_id = site.subscribe(clients[name], channel, task="classification", classes=data.classes)
         models = site.pull(clients[name], sub_id)
-        X = part.X[features]
-        X_tr, X_te, y_tr, y_te = train_test_split(
-            X, part.y, test_size=0.2, stratify=part.y, random_state=seed
-        )
-        own = DPMLPClassifier(
-            schema=site.schema, classes=data.classes, epochs=cfg.epochs, dp=False, random_state=seed
-        ).fit(X_tr, y_tr)
+        X_tr, y_tr = part.X[features], part.y
+        X_te, y_te = fresh[name].X[features], fresh[name].y
+        own = OwnLearner(schema=site.schema, classes=data.classes, random_state=seed)
+        own.fit(X_tr, y_tr)
         custom = Customizer(
             models=models, schema=site.schema, classes=data.classes, random_state=seed
         )
@@ -250,7 +303,7 @@ def _run(
             if _matches(channel, feats)
         ]
         star = Customizer(
-            models=[_AsPublished(m) for m in matching],
+            models=matching,
             schema=site.schema,
             classes=data.classes,
             random_state=seed,
@@ -260,17 +313,27 @@ def _run(
             "PubSub-ML": float(custom.score(X_te, y_te)),
             "PubSub-ML*": float(star.score(X_te, y_te)),
         }
-        table = Table(title=f"{name}: channel '{channel}', {len(models)} models received")
+        table = Table(
+            title=f"{name}: channel '{channel}', {len(models)} models received; "
+            f"accuracy on {len(y_te)} fresh rows"
+        )
         table.add_column("method")
         table.add_column("test accuracy", justify="right")
         table.add_column("what it uses")
         table.add_row(
-            "Own", f"{scores[name]['Own']:.3f}", f"own non-private MLP on {len(X_tr)} rows"
+            "Own",
+            f"{scores[name]['Own']:.3f}",
+            f"own model ({own.choice_}, chosen by 5-fold CV) on {len(X_tr)} rows",
+        )
+        publisher = {str(m.model_id): m.card.publisher for m in models}
+        weights = ", ".join(
+            f"{publisher.get(k, k)} {w:.2f}" for k, w in custom.fusion_weights_.items()
         )
         table.add_row(
             "PubSub-ML",
             f"{scores[name]['PubSub-ML']:.3f}",
-            "CUSTOMIZE over own model + DP models (ε = 1 each)",
+            "CUSTOMIZE over own model + DP models (ε = 1 each); "
+            + ("fell back to Own" if custom.fallback_ else f"weights: {weights}"),
         )
         table.add_row(
             "PubSub-ML*",
@@ -298,18 +361,19 @@ def _matches(channel: str, features: list[str]) -> bool:
 class _AsPublished:
     """A non-private local model seen through the same black-box interface as a published one."""
 
-    def __init__(self, model: DPMLPClassifier) -> None:
+    def __init__(self, model: Any, schema: FeatureSchema, classes: Sequence[Any]) -> None:
         self._model = model
-        schema: FeatureSchema | None = model.schema_
-        if schema is None:
-            raise ValueError("the reference model needs a FeatureSchema")
         self.schema = schema
         self.input_features = schema.names
-        self.classes = list(model.classes_)
+        self.classes = list(classes)
         self.task = "classification"
 
-    def predict_proba(self, X: object) -> np.ndarray:
-        return np.asarray(self._model.predict_proba(self.schema.extend(X)))
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        # Features the subscriber lacks take the public defaults, as a published model does.
+        proba = np.asarray(self._model.predict_proba(self.schema.extend(X)))
+        out = np.zeros((len(X), len(self.classes)))
+        out[:, [self.classes.index(c) for c in self._model.classes_]] = proba
+        return out
 
-    def predict(self, X: object) -> np.ndarray:
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
         return np.asarray(self._model.predict(self.schema.extend(X)))

@@ -64,7 +64,90 @@ def _model(cls: type, **params: Any) -> Any:
 def test_logistic_regression_data_norm_comes_from_the_schema() -> None:
     clf = _model(DPLogisticRegression).fit(X, Y)
 
-    assert clf.estimator_.data_norm == math.sqrt(SCHEMA.n_encoded)
+    # Two numeric features in [0, 1] and one one-hot block: ‖z‖² ≤ 3 = len(SCHEMA), not 4.
+    assert clf.data_norm_ == math.sqrt(len(SCHEMA)) < math.sqrt(SCHEMA.n_encoded)
+    assert clf.estimator_.data_norm == 1.0
+
+
+@pytest.mark.filterwarnings("ignore:.*iprint:DeprecationWarning")
+def test_logistic_regression_trains_on_unit_norm_rows_and_folds_the_scale() -> None:
+    clf = _model(DPLogisticRegression).fit(X, Y)
+    Z = SCHEMA.encode(X).astype(np.float64)
+    scaled = Z / math.sqrt(len(SCHEMA))
+    codes = np.asarray([CLASSES.index(v) for v in Y])
+
+    reference = fit_one_vs_rest(
+        DiffprivlibLogisticRegression(
+            epsilon=1.0, data_norm=1.0, random_state=0, accountant=BudgetAccountant()
+        ),
+        scaled,
+        codes,
+        3,
+    )
+
+    assert np.all(np.linalg.norm(scaled, axis=1) <= 1.0 + 1e-12)
+    np.testing.assert_allclose(clf.estimator_.coef_ * clf.data_norm_, reference.coef_, rtol=1e-12)
+    np.testing.assert_allclose(clf.predict_proba(X), reference.predict_proba(scaled), atol=1e-12)
+
+
+def _one_hot_heavy(n: int, seed: int) -> tuple[FeatureSchema, pd.DataFrame, np.ndarray]:
+    """One informative binary category (70/30) and four 25-way distractors: 102 encoded columns."""
+    rng = np.random.default_rng(seed)
+    levels = tuple(f"c{k}" for k in range(25))
+    schema = FeatureSchema(
+        features=(
+            Feature(name="key", kind="categorical", categories=("a", "b"), default="a"),
+            *(
+                Feature(name=f"f{j}", kind="categorical", categories=levels, default="c0")
+                for j in range(4)
+            ),
+        )
+    )
+    frame = pd.DataFrame({"key": rng.choice(["a", "b"], n, p=[0.7, 0.3])})
+    for j in range(4):
+        frame[f"f{j}"] = rng.choice(levels, n)
+    y = (frame["key"] == "a").to_numpy().astype(int)
+    y = np.where(rng.random(n) < 0.1, 1 - y, y)  # 10% label noise
+    return schema, frame, y
+
+
+@pytest.mark.filterwarnings("ignore:.*iprint:DeprecationWarning")
+def test_logistic_regression_beats_the_majority_on_a_one_hot_heavy_schema() -> None:
+    schema, frame, y = _one_hot_heavy(5000, seed=0)
+    _, test_frame, y_test = _one_hot_heavy(3000, seed=1)
+    majority = max(y_test.mean(), 1 - y_test.mean())
+    Z, Z_test = schema.encode(frame).astype(np.float64), schema.encode(test_frame)
+
+    scaled = [
+        DPLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=s)
+        .fit(frame, y)
+        .score(test_frame, y_test)
+        for s in range(3)
+    ]
+    # The former default: unscaled rows with data_norm = sqrt(n_encoded).
+    former = [
+        float(
+            np.mean(
+                fit_one_vs_rest(
+                    DiffprivlibLogisticRegression(
+                        epsilon=1.0,
+                        data_norm=math.sqrt(schema.n_encoded),
+                        random_state=s,
+                        accountant=BudgetAccountant(),
+                    ),
+                    Z,
+                    y,
+                    2,
+                ).predict(Z_test)
+                == y_test
+            )
+        )
+        for s in range(3)
+    ]
+
+    assert schema.n_encoded == 102 and len(schema) == 5
+    assert np.mean(former) < majority
+    assert min(scaled) > majority + 0.03
 
 
 @pytest.mark.parametrize("cls", [DPGaussianNB, DPRandomForestClassifier])

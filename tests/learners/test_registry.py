@@ -16,6 +16,8 @@ from pubsubml.learners import (
     DPMLPClassifier,
     DPMLPRegressor,
     DPRandomForestClassifier,
+    DPSGDLinearRegression,
+    DPSGDLogisticRegression,
     LocalModel,
 )
 from pubsubml.learners.registry import (
@@ -34,6 +36,8 @@ BUILTINS = {
     "dp_mlp_classifier": (DPMLPClassifier, True, "classification"),
     "dp_mlp_regressor": (DPMLPRegressor, True, "regression"),
     "dp_random_forest": (DPRandomForestClassifier, True, "classification"),
+    "dp_sgd_linear": (DPSGDLinearRegression, True, "regression"),
+    "dp_sgd_logistic": (DPSGDLogisticRegression, True, "classification"),
     "linear_regression": (LocalModel, False, "regression"),
     "logistic_regression": (LocalModel, False, "classification"),
     "mlp_classifier": (DPMLPClassifier, False, "classification"),

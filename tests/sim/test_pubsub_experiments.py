@@ -85,10 +85,27 @@ def test_subscriber_splits_60_20_20(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(pubsub_methods, "Customizer", Recording)
     sc = _hyperplane_scenario(sub_rows=500)
-    (record,) = evaluate_fold(sc, seed=0, fold=2, methods=["PubSub-ML"], config=TINY)
+    paper = replace(TINY, customizer="paper", own_model="paper")
+    (record,) = evaluate_fold(sc, seed=0, fold=2, methods=["PubSub-ML"], config=paper)
     assert 0.0 <= record["score"] <= 1.0
     # 20 % test; of the other 80 %: Tra 60 % and Cus 20 % of all the subscriber's rows
     assert seen["fit"] == 400 and seen["tra"] == 300 and seen["cus"] == 100
+    assert record["own_choice"] == "paper" and isinstance(record["fallback"], bool)
+
+
+def test_own_is_the_same_learner_as_the_customizers_own_model() -> None:
+    sc = _hyperplane_scenario(sub_rows=300)
+    records = evaluate_fold(sc, seed=0, fold=0, methods=["Own", "PubSub-ML"], config=TINY)
+    by = {r["method"]: r for r in records}
+    # the default: an OwnLearner chosen by cross-validation, for Own and inside CUSTOMIZE
+    assert by["Own"]["own_choice"] in ("mlp", "forest", "logistic")
+    assert by["PubSub-ML"]["own_choice"] in ("mlp", "forest", "logistic")
+    paper = evaluate_fold(
+        sc, seed=0, fold=0, methods=["Own"], config=replace(TINY, own_model="paper")
+    )
+    assert paper[0]["own_choice"] == "paper"
+    with pytest.raises(ValueError, match="unknown own model"):
+        evaluate_fold(sc, seed=0, fold=0, methods=["Own"], config=replace(TINY, own_model="svm"))
 
 
 def test_fl_baselines_can_add_their_noise_at_the_server() -> None:

@@ -326,8 +326,10 @@ def export_model(
     ----------
     estimator : fitted estimator
         A pubsubml learner (``module_`` network or ``estimator_`` scikit-learn/diffprivlib model,
-        with ``schema_``, ``classes_``, ``privacy_events_``, ``epsilon_``, ``delta_``), or a plain
-        fitted scikit-learn model trained on the schema-encoded matrix (non-private).
+        with ``schema_``, ``classes_``, ``privacy_events_``, ``epsilon_``, ``delta_``), a plain
+        fitted scikit-learn model trained on the schema-encoded matrix (non-private), or a
+        selection with a ``best_estimator_`` (its weights are exported; the privacy record is
+        the selection's own, covering every run).
     publisher : str
         The publishing site's name.
     signing_key : Ed25519PrivateKey
@@ -359,11 +361,15 @@ def export_model(
     """
     if format not in ("auto", "onnx", "safetensors"):
         raise ValueError(f"format must be 'auto', 'onnx' or 'safetensors', got {format!r}")
-    resolved = _resolve_schema(estimator, schema)
-    classes = _classes_of(estimator)
+    # A selection (e.g. PrivateHyperparameterSearch) releases its best model: its weights are
+    # exported, and the selection's own DP events (which cover every run) go on the card.
+    inner = getattr(estimator, "best_estimator_", None)
+    fitted = estimator if inner is None else inner
+    resolved = _resolve_schema(fitted, schema)
+    classes = _classes_of(fitted)
     privacy = privacy_record_of(estimator, data_scope)
     n_in = resolved.n_encoded
-    module = getattr(estimator, "module_", None)
+    module = getattr(fitted, "module_", None)
     mlp = _mlp_layers(module) if module is not None else None
     if format == "safetensors" and mlp is None:
         raise ValueError("safetensors stores fully connected networks only; use format='onnx'")
@@ -396,7 +402,7 @@ def export_model(
     elif module is not None:
         weights = torch_to_onnx(module, n_in, softmax=classes is not None)
     else:
-        model = _sklearn_model(estimator)
+        model = _sklearn_model(fitted)
         if getattr(model, "n_features_in_", n_in) != n_in:
             raise ValueError(
                 f"the model takes {model.n_features_in_} inputs, the schema encodes {n_in}"

@@ -2,14 +2,20 @@
 
 DP classifiers over diffprivlib (:class:`DPLogisticRegression`, :class:`DPGaussianNB`,
 :class:`DPRandomForestClassifier`), the DP-SGD networks (:class:`DPMLPClassifier`,
-:class:`DPMLPRegressor`), the non-private :class:`LocalModel`, and the learner registry
-(pubsub-ml.txt §3.2: each site picks its own model type).
+:class:`DPMLPRegressor`) and linear models (:class:`DPSGDLogisticRegression`,
+:class:`DPSGDLinearRegression`) with hyperparameters chosen from public inputs
+(:func:`dp_sgd_defaults`; the paper's :data:`TABLE4_HYPERPARAMETERS`), accounted private
+hyperparameter selection (:class:`PrivateHyperparameterSearch`), the non-private
+:class:`LocalModel`, and the learner registry (pubsub-ml.txt §3.2: each site picks its own model
+type).
 """
 
 from __future__ import annotations
 
 from pubsubml.learners.base import SchemaInputMixin, check_labels, check_regression_targets
 from pubsubml.learners.diffprivlib_models import DiffprivlibClassifier, to_sklearn_base
+from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS, DPSGDDefaults, dp_sgd_defaults
+from pubsubml.learners.dpsgd_linear import DPSGDLinearRegression, DPSGDLogisticRegression
 from pubsubml.learners.forest import DPRandomForestClassifier
 from pubsubml.learners.local import LocalModel, PrivacyGuarantee, as_learner, privacy_guarantee
 from pubsubml.learners.logistic import DPLogisticRegression
@@ -23,27 +29,35 @@ from pubsubml.learners.registry import (
     register_learner,
     unregister_learner,
 )
+from pubsubml.learners.selection import PrivateHyperparameterSearch, select_hyperparameters
 
 __all__ = [
+    "TABLE4_HYPERPARAMETERS",
     "DPGaussianNB",
     "DPLogisticRegression",
     "DPMLPClassifier",
     "DPMLPRegressor",
     "DPRandomForestClassifier",
+    "DPSGDDefaults",
+    "DPSGDLinearRegression",
+    "DPSGDLogisticRegression",
     "DiffprivlibClassifier",
     "LearnerSpec",
     "LocalModel",
     "PrivacyGuarantee",
+    "PrivateHyperparameterSearch",
     "SchemaInputMixin",
     "as_learner",
     "available_learners",
     "check_labels",
     "check_regression_targets",
     "create_learner",
+    "dp_sgd_defaults",
     "fit_many",
     "get_learner_spec",
     "privacy_guarantee",
     "register_learner",
+    "select_hyperparameters",
     "to_sklearn_base",
     "unregister_learner",
 ]

@@ -30,7 +30,9 @@ class DPLogisticRegression(DiffprivlibClassifier):
     ----------
     schema : FeatureSchema, optional
         Public schema; inputs are encoded into [0, 1] per numeric feature and one-hot per
-        categorical one, so the L2 norm of an encoded row is at most ``sqrt(schema.n_encoded)``.
+        categorical one (exactly one 1), so the L2 norm of an encoded row is at most
+        ``sqrt(len(schema))``, the square root of the number of features, however many one-hot
+        columns the categorical features have.
     classes : sequence
         Public label set, required: ``predict_proba`` has one column per declared class, in this
         order, whether or not a class occurs in the training labels.
@@ -39,7 +41,8 @@ class DPLogisticRegression(DiffprivlibClassifier):
         two classes, K otherwise).
     data_norm : float, optional
         Public bound on the L2 norm of an encoded row; rows beyond it are clipped.  Defaults to
-        ``sqrt(schema.n_encoded)``; required without a schema.
+        ``sqrt(len(schema))`` (the exact bound above); required without a schema.  The rows are
+        divided by it before training, so diffprivlib sees rows of norm at most 1.
     C : float, default=1.0
         Inverse regularization strength.
     fit_intercept : bool, default=True
@@ -51,7 +54,12 @@ class DPLogisticRegression(DiffprivlibClassifier):
     Attributes
     ----------
     estimator_ : diffprivlib.models.LogisticRegression
-        Fitted model on the encoded matrix; ``classes_`` are the declared labels.
+        Fitted model that predicts on the encoded matrix; ``classes_`` are the declared labels.
+        It was trained on the encoded rows divided by ``data_norm_`` (its ``data_norm`` is 1) and
+        that scale is folded into ``coef_``, so it, its scikit-learn copy and its ONNX export
+        predict on the encoded matrix unchanged.
+    data_norm_ : float
+        The public row-norm bound the encoded rows were divided by.
     n_iter_ : ndarray of shape (1,) or (n_classes,)
         L-BFGS iterations of each one-vs-rest problem.
     classes_, epsilon_, delta_, privacy_events_, schema_, n_features_in_
@@ -66,6 +74,12 @@ class DPLogisticRegression(DiffprivlibClassifier):
 
     Notes
     -----
+    diffprivlib's objective perturbation adds noise and slack that grow with its ``data_norm``:
+    with ``sqrt(n_encoded)`` a schema with many one-hot columns drowned the model (below the
+    majority rate at ε = 1).  Dividing the rows by the exact public bound and training at
+    ``data_norm=1`` keeps the guarantee (every row still has norm ≤ 1, from public bounds only)
+    and the model useful.
+
     Each one-vs-rest problem is solved by diffprivlib's ``_logistic_regression_path`` exactly
     as ``diffprivlib.models.LogisticRegression.fit`` does, but over the declared classes rather
     than the labels present in ``y``: a class absent from the training data still gets its
@@ -75,15 +89,17 @@ class DPLogisticRegression(DiffprivlibClassifier):
 
     References
     ----------
-    pubsub-ml.txt §3.1 (DP), §3.2 (Algorithm 1, publishing phase), §8.2.2 (model heterogeneity).
+    pubsub-ml.txt §3.1 (DP), §3.2 (Algorithm 1, publishing phase), §8.2.2 (model heterogeneity);
+    Chaudhuri, Monteleoni & Sarwate, "Differentially private empirical risk minimization", JMLR
+    2011 (objective perturbation assumes rows of norm at most 1).
 
     Examples
     --------
     >>> import numpy as np
     >>> X = np.array([[0.1, 0.9], [0.2, 0.8], [0.9, 0.1], [0.8, 0.2]])
     >>> clf = DPLogisticRegression(classes=[0, 1], data_norm=1.5, random_state=0).fit(X, [0, 0, 1, 1])
-    >>> clf.predict_proba(X).shape, clf.epsilon_
-    ((4, 2), 1.0)
+    >>> clf.predict_proba(X).shape, clf.epsilon_, clf.data_norm_, clf.estimator_.data_norm
+    ((4, 2), 1.0, 1.5, 1.0)
     """
 
     def __init__(
@@ -109,14 +125,16 @@ class DPLogisticRegression(DiffprivlibClassifier):
         self.tol = tol
         self.random_state = random_state
 
-    def _public_data_norm(self, n_encoded: int) -> float:
+    def _public_data_norm(self) -> float:
         if self.data_norm is None:
             if self.schema is None:
                 raise InvalidPrivacyParameterError(
                     "without a schema, give the public data_norm (max L2 norm of a row): a norm "
                     "computed from the training data would leak it"
                 )
-            return math.sqrt(n_encoded)
+            # Each numeric feature encodes into [0, 1] and each categorical one into a one-hot
+            # block with a single 1, so ‖z‖² ≤ the number of features.
+            return math.sqrt(len(self.schema))
         norm = self.data_norm
         if isinstance(norm, bool) or not isinstance(norm, (int, float)) or not 0 < norm < math.inf:
             raise InvalidPrivacyParameterError(
@@ -125,9 +143,10 @@ class DPLogisticRegression(DiffprivlibClassifier):
         return float(norm)
 
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
+        scale = 1.0 / self._public_data_norm()
         model = LogisticRegression(
             epsilon=epsilon,
-            data_norm=self._public_data_norm(Z.shape[1]),
+            data_norm=1.0,
             tol=self.tol,
             C=self.C,
             fit_intercept=self.fit_intercept,
@@ -135,12 +154,16 @@ class DPLogisticRegression(DiffprivlibClassifier):
             random_state=self.random_state,
             accountant=BudgetAccountant(),
         )
-        return fit_one_vs_rest(model, Z, codes, n_classes)
+        model = fit_one_vs_rest(model, np.asarray(Z, dtype=np.float64) * scale, codes, n_classes)
+        model.coef_ = model.coef_ * scale  # w·(s·z) = (s·w)·z: predicts on the encoded rows
+        return model
 
     def fit(self, X: Any, y: Any) -> Self:
-        """Train the DP model (see :meth:`DiffprivlibClassifier.fit`); also sets ``n_iter_``,
-        the L-BFGS iterations of each one-vs-rest problem, shape (1,) or (n_classes,)."""
+        """Train the DP model (see :meth:`DiffprivlibClassifier.fit`); also sets ``data_norm_``
+        and ``n_iter_``, the L-BFGS iterations of each one-vs-rest problem, shape (1,) or
+        (n_classes,)."""
         super().fit(X, y)
+        self.data_norm_ = self._public_data_norm()
         self.n_iter_ = self.estimator_.n_iter_
         return self
 

@@ -18,6 +18,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from pubsubml.errors import LearnerRegistrationError, UnknownLearnerError
+from pubsubml.learners.dpsgd_linear import DPSGDLinearRegression, DPSGDLogisticRegression
 from pubsubml.learners.forest import DPRandomForestClassifier
 from pubsubml.learners.local import LocalModel
 from pubsubml.learners.logistic import DPLogisticRegression
@@ -212,6 +213,8 @@ _BUILTINS: tuple[tuple[str, Callable[..., Any], bool, Task], ...] = (
     ("dp_mlp_classifier", DPMLPClassifier, True, "classification"),
     ("dp_mlp_regressor", DPMLPRegressor, True, "regression"),
     ("dp_random_forest", DPRandomForestClassifier, True, "classification"),
+    ("dp_sgd_linear", DPSGDLinearRegression, True, "regression"),
+    ("dp_sgd_logistic", DPSGDLogisticRegression, True, "classification"),
     ("linear_regression", _local_linear_regression, False, "regression"),
     ("logistic_regression", _local_logistic_regression, False, "classification"),
     ("mlp_classifier", _mlp_classifier, False, "classification"),
@@ -227,7 +230,9 @@ def register_builtin_learners(*, overwrite: bool = False) -> None:
     :class:`~pubsubml.learners.local.LocalModel` over the scikit-learn estimator of that name;
     their factory passes ``schema`` (and ``classes``) to the LocalModel and every other parameter
     to the scikit-learn estimator.  ``mlp_classifier``/``mlp_regressor`` are the MLPs with
-    ``dp=False``.
+    ``dp=False``.  ``dp_sgd_logistic``/``dp_sgd_linear`` are the DP-SGD linear models
+    (``schema=``, ``classes=`` for the classifier, ``epsilon=``, ``delta=``, ``random_state=``;
+    the rest ``"auto"``).
     """
     for name, factory, private, task in _BUILTINS:
         register_learner(name, factory, private=private, task=task, overwrite=overwrite)

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
         fine_tune,
         min_epsilon,
     )
+    from pubsubml.methods.fusion import StackedFusion
     from pubsubml.methods.outputs import published_runner
+    from pubsubml.methods.own import OwnLearner
     from pubsubml.methods.pubsub import Customizer
     from pubsubml.methods.stacking import (
         StackingPersonalizer,
@@ -47,6 +49,8 @@ __all__ = [
     "DPFedAvg",
     "DPFedProx",
     "FederatedMLP",
+    "OwnLearner",
+    "StackedFusion",
     "StackingPersonalizer",
     "StreamPublisher",
     "StreamSubscriber",
@@ -75,6 +79,8 @@ _HOME = {
     "fine_tune": "federated",
     "min_epsilon": "federated",
     "published_runner": "outputs",
+    "OwnLearner": "own",
+    "StackedFusion": "fusion",
     "Customizer": "pubsub",
     "StackingPersonalizer": "stacking",
     "hybrid_partition": "stacking",

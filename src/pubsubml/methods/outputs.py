@@ -17,16 +17,12 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.neural_network import MLPClassifier, MLPRegressor
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import FunctionTransformer
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
     "FUSION_MODELS",
-    "OWN_MODELS",
     "SELECTION_METRICS",
     "OwnModel",
     "Runner",
@@ -36,6 +32,7 @@ __all__ = [
     "encode_targets",
     "model_classes",
     "model_features",
+    "public_encoder",
     "published_runner",
     "run_models",
 ]
@@ -290,6 +287,12 @@ def _f1_minority(y: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.divide(2.0 * tp, denominator, out=np.zeros(len(pred)), where=denominator > 0)
 
 
+def _log_loss(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Mean log-loss, probabilities floored at 1e-3 (a model certain of a wrong class is bounded)."""
+    p = out[:, np.arange(out.shape[1]), np.asarray(y, dtype=np.int64)]
+    return -np.mean(np.log(np.clip(p, 1e-3, 1.0)), axis=1)
+
+
 def _mse(y: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.mean((out[:, :, 0] - y) ** 2, axis=1)
 
@@ -308,12 +311,13 @@ SELECTION_METRICS: dict[str, SelectionMetric] = {
     "accuracy": SelectionMetric(_accuracy, True, _CLF),
     "balanced_accuracy": SelectionMetric(_balanced_accuracy, True, _CLF),
     "f1_minority": SelectionMetric(_f1_minority, True, _CLF),
+    "log_loss": SelectionMetric(_log_loss, False, _CLF),
     "mse": SelectionMetric(_mse, False, _REG),
     "r2": SelectionMetric(_r2, True, _REG),
 }
 
 
-# ---- own models (Step 1) and fusion models (Step 4) ----------------------------------------
+# ---- input encoding and fusion models (Step 4) ----------------------------------------
 class _PublicEncoder:
     """Encode a DataFrame with public schema bounds (or as plain floats without a schema)."""
 
@@ -330,37 +334,9 @@ class _PublicEncoder:
             raise DataValidationError(f"features must be numeric without a schema: {exc}") from exc
 
 
-def _encoded(est: Any, schema: FeatureSchema | None, features: list[str]) -> Pipeline:
-    encode = FunctionTransformer(_PublicEncoder(schema, features), validate=False)
-    return Pipeline([("encode", encode), ("model", est)])
-
-
-def _own_mlp(task: str, schema: FeatureSchema | None, features: list[str], seed: int) -> Pipeline:
-    """Table 4's Hyperplane network: (100, 50) tanh, Adam, 30 epochs, minibatch 100."""
-    kw: dict[str, Any] = dict(
-        hidden_layer_sizes=(100, 50),
-        activation="tanh",
-        solver="adam",
-        batch_size=100,
-        max_iter=30,
-        random_state=seed,
-    )
-    est = MLPClassifier(**kw) if task == "classification" else MLPRegressor(**kw)
-    return _encoded(est, schema, features)
-
-
-def _own_forest(
-    task: str, schema: FeatureSchema | None, features: list[str], seed: int
-) -> Pipeline:
-    """A random forest with scikit-learn defaults (pfl-stacking.txt §4)."""
-    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
-    return _encoded(cls(random_state=seed), schema, features)
-
-
-OWN_MODELS: dict[str, Callable[[str, FeatureSchema | None, list[str], int], Any]] = {
-    "forest": _own_forest,
-    "mlp": _own_mlp,
-}
+def public_encoder(schema: FeatureSchema | None, features: list[str]) -> _PublicEncoder:
+    """A callable encoding a DataFrame's ``features`` with the public schema bounds."""
+    return _PublicEncoder(schema, features)
 
 
 def _fusion_linear(task: str, seed: int) -> Any:

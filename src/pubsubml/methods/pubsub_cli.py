@@ -2,10 +2,13 @@
 
 Mounted in the main CLI with :func:`register` as ``pubsubml bench pubsub-*``; each writes
 ``<out-dir>/pubsub-*.{csv,md,png}`` (see :mod:`pubsubml.sim.pubsub_experiments`).
+``pubsub-small`` scores a small subscriber on an external test set, so it takes ``--repeats``
+instead of ``--folds`` and has no ``--turns``.
 
 References
 ----------
-pubsub-ml.txt §8.1 (Fig. 3), §8.2.1–8.2.2 (Table 5, Fig. 7), §8.3.2 (Fig. 10), §8.3.4 (Fig. 11).
+pubsub-ml.txt §8.1 (Fig. 3), §8.2.1–8.2.2 (Table 5, Fig. 7), §8.3.2 (Fig. 10), §8.3.4 (Fig. 11);
+§1 and §8.1.1 (a small subscriber: ``pubsub-small``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pubsubml.methods.bench_cli import (
     run_experiment_command,
 )
 
-__all__ = ["BENCHMARKS", "register"]
+__all__ = ["BENCHMARKS", "SMALL_BENCHMARK", "register"]
 
 BENCHMARKS = (
     "pubsub-models",
@@ -33,6 +36,11 @@ BENCHMARKS = (
     "pubsub-privacy",
     "pubsub-regression",
     "pubsub-scenarios",
+)
+SMALL_BENCHMARK = "pubsub-small"
+_FL_DP_HELP = (
+    "Where the FL baselines add noise: 'local' (DP-SGD at every client, the paper) or 'central' "
+    "(at the server, per client)."
 )
 
 
@@ -73,13 +81,7 @@ def _command(name: str) -> Callable[..., None]:
         turns: Annotated[
             int | None, typer.Option(help="Subscriber turns in the IID scenarios (default 10).")
         ] = None,
-        fl_dp: Annotated[
-            str,
-            typer.Option(
-                help="Where the FL baselines add noise: 'local' (DP-SGD at every client, the "
-                "paper) or 'central' (at the server, per client)."
-            ),
-        ] = "local",
+        fl_dp: Annotated[str, typer.Option(help=_FL_DP_HELP)] = "local",
         smoke: SmokeOption = False,
         out_dir: OutDirOption = DEFAULT_OUT_DIR,
     ) -> None:
@@ -98,6 +100,35 @@ def _command(name: str) -> Callable[..., None]:
     return command
 
 
+def _run_small(
+    *, out_dir: Path, seeds: int, repeats: int, jobs: int, smoke: bool, fl_dp: str
+) -> None:
+    from pubsubml.sim.pubsub_experiments import RunOptions, run_experiment
+
+    if seeds < 1 or repeats < 1 or jobs < 1:
+        fail("need --seeds >= 1, --repeats >= 1, --jobs >= 1")
+    if fl_dp not in ("local", "central"):
+        fail(f"--fl-dp must be 'local' or 'central', got {fl_dp!r}")
+    mode: Literal["local", "central"] = "central" if fl_dp == "central" else "local"
+    opts = RunOptions(seeds=seeds, jobs=jobs, smoke=smoke, fl_dp=mode, repeats=repeats)
+    name = SMALL_BENCHMARK
+    written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts), out_dir)
+    typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
+
+
+def _small_command(
+    seeds: Annotated[int, typer.Option(help="Seeds; each draws new sites and test set.")] = 5,
+    repeats: Annotated[int, typer.Option(help="Model seeds per data seed.")] = 1,
+    jobs: Annotated[int, typer.Option(help="Worker processes for independent tasks.")] = 1,
+    fl_dp: Annotated[str, typer.Option(help=_FL_DP_HELP)] = "local",
+    smoke: SmokeOption = False,
+    out_dir: OutDirOption = DEFAULT_OUT_DIR,
+) -> None:
+    """Run the pubsub-small experiment: a small subscriber on an external test set
+    (writes docs/results/pubsub-small.*)."""
+    _run_small(out_dir=out_dir, seeds=seeds, repeats=repeats, jobs=jobs, smoke=smoke, fl_dp=fl_dp)
+
+
 def register(bench_app: typer.Typer) -> None:
     """Add every ``pubsub-*`` benchmark of this module to the ``bench`` group.
 
@@ -109,3 +140,4 @@ def register(bench_app: typer.Typer) -> None:
     ['pubsub-models', 'pubsub-nonprivate']
     """
     register_commands(bench_app, BENCHMARKS, _command)
+    bench_app.command(SMALL_BENCHMARK)(_small_command)

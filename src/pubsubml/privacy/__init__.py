@@ -1,9 +1,10 @@
 """Differential privacy: accountants, noise calibration, mechanisms and the per-site ledger.
 
-Every release is a :class:`DPEvent`; ε is always computed by an accountant from what actually ran
-(pubsub-ml.txt §3.1), and a site's releases are charged to its :class:`PrivacyLedger`, which
-composes them sequentially within a data chunk and in parallel across disjoint chunks
-(pubsub-ml.txt §3.1 Theorem 1, §6.2 Theorems 5–6).
+Every release is a :class:`DPEvent` (a private selection over several runs is one
+``repeat_and_select`` event, :func:`repeat_and_select_event`); ε is always computed by an
+accountant from what actually ran (pubsub-ml.txt §3.1), and a site's releases are charged to its
+:class:`PrivacyLedger`, which composes them sequentially within a data chunk and in parallel
+across disjoint chunks (pubsub-ml.txt §3.1 Theorem 1, §6.2 Theorems 5–6).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.events import DPEvent, Mechanism
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.privacy.mechanisms import clip_by_l2_norm, gaussian_mechanism, laplace_mechanism
+from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
 
 __all__ = [
     "DPEvent",
@@ -42,4 +44,6 @@ __all__ = [
     "laplace_mechanism",
     "pld_discretization_interval",
     "register_accountant",
+    "repeat_and_select_event",
+    "sample_repetitions",
 ]

@@ -165,7 +165,11 @@ def compute_epsilon(events: Sequence[DPEvent], delta: float, *, backend: Backend
     q), count), ``gaussian`` → SelfComposed(Gaussian(σ), count), ``laplace`` → SelfComposed(Laplace(b),
     count).  An ``approx_dp`` event (known only by (ε_i, δ_i)) enters the PLD as the pessimistic PLD
     of an (ε_i, δ_i)-DP mechanism.  RDP has no curve for it, so the RDP backend uses basic
-    composition: ε = ε_RDP(δ − Σδ_i) + Σε_i (``inf`` if Σδ_i ≥ δ).  The result is a valid bound for
+    composition: ε = ε_RDP(δ − Σδ_i) + Σε_i (``inf`` if Σδ_i ≥ δ).  A ``repeat_and_select`` event →
+    ``RepeatAndSelectDpEvent(ComposedDpEvent(inner events), mean, shape)`` (Papernot & Steinke
+    2022, Theorems 2 and 6) has an RDP curve but no PLD, so any sequence that holds one is
+    accounted by RDP whatever ``backend`` says (a valid, slightly conservative bound; the PLD
+    backend then equals the RDP one).  The result is a valid bound for
     add/remove-one neighbours (pubsub-ml.txt §3.1, Definition 1) only if the events describe what
     actually ran: Poisson sampling for DP-SGD, the stated noise, and sensitivities from public
     bounds.

@@ -7,7 +7,9 @@ rebuild.  No state beyond those caches, and no validation of δ: the public entr
 :func:`~pubsubml.privacy.accountant.pld_discretization_interval`) check their arguments, then call
 in here.  This module imports numpy and dp-accounting only (opacus' ``accountants/analysis``).
 
-Every event composes sequentially (the events ran on the same data).
+Every event composes sequentially (the events ran on the same data).  A ``repeat_and_select``
+event (Papernot & Steinke 2022) has an RDP curve (dp-accounting's ``RepeatAndSelectDpEvent``) but
+no PLD: a composition that holds one is accounted by RDP whatever the backend asked for.
 
 References
 ----------
@@ -40,17 +42,32 @@ _INTEGER_ORDERS: tuple[float, ...] = (*range(2, 64), 128, 256, 512, 1024)
 _DEFAULT_ORDERS: tuple[float, ...] = tuple(rdp_lib.DEFAULT_RDP_ORDERS)
 
 
-def _params(event: DPEvent) -> tuple[str, float, float, float, float]:
-    """Everything but ``count``; ``None`` (a field the mechanism does not use) maps to -1."""
-    fields = (event.noise_multiplier, event.sample_rate, event.epsilon, event.delta)
-    sigma, rate, eps, dlt = (-1.0 if v is None else float(v) for v in fields)
-    return (event.mechanism, sigma, rate, eps, dlt)
+_Key = tuple[str, float, float, float, float, tuple[DPEvent, ...], float, float]
+
+
+def _params(event: DPEvent) -> _Key:
+    """Everything but ``count``; ``None`` (a field the mechanism does not use) maps to -1
+    (a Poisson ``shape``, which is ``None``, maps to ∞)."""
+    fields = (event.noise_multiplier, event.sample_rate, event.epsilon, event.delta, event.mean)
+    sigma, rate, eps, dlt, mean = (-1.0 if v is None else float(v) for v in fields)
+    shape = _shape(event) if event.mechanism == "repeat_and_select" else -1.0
+    return (event.mechanism, sigma, rate, eps, dlt, event.events or (), mean, shape)
+
+
+def _shape(event: DPEvent) -> float:
+    """The shape η of a ``repeat_and_select`` event as dp-accounting takes it (∞: Poisson)."""
+    return math.inf if event.shape is None else float(event.shape)
+
+
+def _has_no_pld(events: Sequence[DPEvent]) -> bool:
+    """Whether the events hold a mechanism without a PLD (``repeat_and_select``)."""
+    return any(e.mechanism == "repeat_and_select" for e in events)
 
 
 def _group(events: Sequence[DPEvent]) -> tuple[DPEvent, ...]:
     """Merge events that differ only in ``count`` into their first occurrence (composition is
     commutative); the order of first occurrence is kept, so appending an event extends the key."""
-    counts: dict[tuple[str, float, float, float, float], tuple[DPEvent, int]] = {}
+    counts: dict[_Key, tuple[DPEvent, int]] = {}
     for event in events:
         if not isinstance(event, DPEvent):
             raise InvalidPrivacyParameterError(f"expected a DPEvent, got {type(event).__name__}")
@@ -64,7 +81,12 @@ def _group(events: Sequence[DPEvent]) -> tuple[DPEvent, ...]:
 
 
 def _dp_accounting_event(event: DPEvent) -> dp_accounting.DpEvent:
-    """The dp-accounting event of a non-``approx_dp`` event, self-composed ``count`` times."""
+    """The dp-accounting event of a non-``approx_dp`` event, self-composed ``count`` times.
+
+    ``repeat_and_select`` maps to
+    ``dp_event.RepeatAndSelectDpEvent(ComposedDpEvent(inner), mean, η)``: one run is the
+    sequential composition of the inner events.
+    """
     sigma = event.noise_multiplier
     builders: dict[str, Callable[[], dp_accounting.DpEvent]] = {
         "subsampled_gaussian": lambda: dp_accounting.PoissonSampledDpEvent(
@@ -72,6 +94,11 @@ def _dp_accounting_event(event: DPEvent) -> dp_accounting.DpEvent:
         ),
         "gaussian": lambda: dp_accounting.GaussianDpEvent(sigma),
         "laplace": lambda: dp_accounting.LaplaceDpEvent(sigma),
+        "repeat_and_select": lambda: dp_accounting.dp_event.RepeatAndSelectDpEvent(
+            dp_accounting.ComposedDpEvent([_dp_accounting_event(e) for e in event.events or ()]),
+            float(event.mean or 1.0),
+            _shape(event),
+        ),
     }
     return dp_accounting.SelfComposedDpEvent(builders[event.mechanism](), event.count)
 
@@ -207,6 +234,8 @@ def _cached_epsilon(events: tuple[DPEvent, ...], delta: float, backend: str) -> 
 
 
 def _pld_backend(events: tuple[DPEvent, ...], delta: float) -> float:
+    if _has_no_pld(events):  # no PLD for repeat-and-select: the (conservative) RDP bound
+        return _rdp_epsilon(events, delta, _DEFAULT_ORDERS)
     return _pld_epsilon(events, delta, _pld_interval(events, delta))
 
 

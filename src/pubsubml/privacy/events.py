@@ -3,10 +3,15 @@
 A :class:`DPEvent` records *what actually ran* (mechanism, noise multiplier, sample rate, number of
 compositions) so that ε can be recomputed by an accountant at any time, by the releasing site, the
 registry and any subscriber.  Events are plain JSON through pydantic.
+
+A ``repeat_and_select`` event holds other events: a randomized selection that repeats a DP
+mechanism a random number of times and releases only the best run (Papernot & Steinke,
+"Hyperparameter tuning with Renyi differential privacy", ICLR 2022).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -15,7 +20,15 @@ from pubsubml.errors import InvalidPrivacyParameterError
 
 __all__ = ["DPEvent", "Mechanism"]
 
-Mechanism = Literal["subsampled_gaussian", "gaussian", "laplace", "approx_dp"]
+Mechanism = Literal["subsampled_gaussian", "gaussian", "laplace", "approx_dp", "repeat_and_select"]
+#: Most events one ``repeat_and_select`` event may hold (cards are untrusted input).
+MAX_INNER_EVENTS = 64
+# Mechanisms without an RDP curve here, which a repeat_and_select event cannot hold.
+_NO_INNER = ("approx_dp", "repeat_and_select")
+
+
+def _is_none(value: Any) -> bool:
+    return value is None
 
 
 class DPEvent(BaseModel):
@@ -23,11 +36,14 @@ class DPEvent(BaseModel):
 
     Parameters
     ----------
-    mechanism : {"subsampled_gaussian", "gaussian", "laplace", "approx_dp"}
+    mechanism : {"subsampled_gaussian", "gaussian", "laplace", "approx_dp", "repeat_and_select"}
         ``subsampled_gaussian`` is a DP-SGD step: Poisson sampling with rate ``sample_rate`` then the
         Gaussian mechanism with ``noise_multiplier`` = σ / sensitivity.  ``gaussian`` and ``laplace``
         are single releases; for Laplace, ``noise_multiplier`` = scale b / L1 sensitivity.
         ``approx_dp`` is a mechanism known only by its (ε, δ) guarantee (e.g. a diffprivlib model).
+        ``repeat_and_select`` runs the sequential composition of ``events`` K times, K random
+        with mean ``mean`` and shape ``shape``, and releases only the best run (Papernot &
+        Steinke 2022; dp-accounting's ``RepeatAndSelectDpEvent``).
     noise_multiplier : float, optional
         Noise scale relative to the sensitivity (Gaussian: σ/Δ₂, Laplace: b/Δ₁).
     sample_rate : float, default=1.0
@@ -36,12 +52,27 @@ class DPEvent(BaseModel):
         Number of times the mechanism ran (e.g. DP-SGD steps).
     epsilon, delta : float, optional
         The guarantee of an ``approx_dp`` mechanism.
+    events : tuple of DPEvent, optional
+        ``repeat_and_select`` only: the mechanisms of one run, composed sequentially (at most
+        :data:`MAX_INNER_EVENTS`, none of them ``approx_dp`` or ``repeat_and_select``, which have
+        no RDP curve here).
+    mean : float, optional
+        ``repeat_and_select`` only: the mean number of runs E[K] ≥ 1.
+    shape : float, optional
+        ``repeat_and_select`` only: the shape η ≥ 0 of the truncated negative binomial law of K
+        (η = 0 logarithmic, η = 1 geometric); ``None`` for the Poisson law (η = ∞, which JSON
+        cannot hold).
 
     Raises
     ------
     InvalidPrivacyParameterError
-        On a non-positive noise multiplier, a sample rate outside (0, 1], a count below 1, or an
-        ``approx_dp`` event with ε ≤ 0 or δ outside [0, 1).
+        On a non-positive noise multiplier, a sample rate outside (0, 1], a count below 1, an
+        ``approx_dp`` event with ε ≤ 0 or δ outside [0, 1), or a malformed ``repeat_and_select``
+        event; and on fields that the mechanism does not use.
+
+    References
+    ----------
+    pubsub-ml.txt §3.1 (Definition 1); Papernot & Steinke, ICLR 2022 (Theorems 2 and 6).
 
     Examples
     --------
@@ -57,6 +88,11 @@ class DPEvent(BaseModel):
     count: int = 1
     epsilon: float | None = None
     delta: float | None = None
+    # Left out of the JSON when unset, so other events serialize exactly as before these fields
+    # existed and cards signed then still verify.
+    events: tuple[DPEvent, ...] | None = Field(default=None, exclude_if=_is_none)
+    mean: float | None = Field(default=None, exclude_if=_is_none)
+    shape: float | None = Field(default=None, exclude_if=_is_none)
 
     def __init__(self, **data: Any) -> None:
         # pydantic wraps errors raised in validators into ValidationError; surface the documented one.
@@ -69,6 +105,12 @@ class DPEvent(BaseModel):
     def _check(self) -> DPEvent:
         if self.count < 1:
             raise InvalidPrivacyParameterError(f"count must be >= 1, got {self.count}")
+        if self.mechanism == "repeat_and_select":
+            return self._check_repeat_and_select()
+        if self.events is not None or self.mean is not None or self.shape is not None:
+            raise InvalidPrivacyParameterError(
+                f"events, mean and shape apply only to repeat_and_select, not to {self.mechanism}"
+            )
         if self.mechanism == "approx_dp":
             if self.epsilon is None or not self.epsilon > 0 or self.epsilon == float("inf"):
                 raise InvalidPrivacyParameterError(
@@ -90,5 +132,31 @@ class DPEvent(BaseModel):
         if self.mechanism != "subsampled_gaussian" and self.sample_rate != 1.0:
             raise InvalidPrivacyParameterError(
                 f"sample_rate applies only to subsampled_gaussian, got {self.sample_rate}"
+            )
+        return self
+
+    def _check_repeat_and_select(self) -> DPEvent:
+        unused = (self.noise_multiplier, self.epsilon, self.delta)
+        if any(v is not None for v in unused) or self.sample_rate != 1.0:
+            raise InvalidPrivacyParameterError(
+                "a repeat_and_select event is described by events, mean and shape only"
+            )
+        if not self.events or len(self.events) > MAX_INNER_EVENTS:
+            raise InvalidPrivacyParameterError(
+                f"repeat_and_select needs 1 to {MAX_INNER_EVENTS} inner events, got "
+                f"{len(self.events or ())}"
+            )
+        nested = [e.mechanism for e in self.events if e.mechanism in _NO_INNER]
+        if nested:
+            raise InvalidPrivacyParameterError(
+                f"repeat_and_select is accounted by RDP: its inner events cannot be {nested[0]}"
+            )
+        if self.mean is None or not 1.0 <= self.mean < math.inf:
+            raise InvalidPrivacyParameterError(
+                f"repeat_and_select needs a finite mean number of runs >= 1, got {self.mean}"
+            )
+        if self.shape is not None and not 0.0 <= self.shape < math.inf:
+            raise InvalidPrivacyParameterError(
+                f"shape must be finite and >= 0 (None for Poisson), got {self.shape}"
             )
         return self

@@ -9,7 +9,9 @@ Each experiment is one call (and one ``pubsubml bench`` command) that runs every
   per publisher against FL at the minimum ε (§8.2.1, Fig. 7), on S2;
 * ``pubsub-models`` — publishers all DP MLPs vs four model types (Table 5, bottom), on S2;
 * ``pubsub-regression`` — diamonds (§8.3.2, Fig. 10);
-* ``pubsub-nonprivate`` — every method without DP on S1–S4 and regression (§8.3.4, Fig. 11).
+* ``pubsub-nonprivate`` — every method without DP on S1–S4 and regression (§8.3.4, Fig. 11);
+* ``pubsub-small`` — a small subscriber scored on an external test set (§1, §8.1.1), run by
+  :mod:`pubsubml.sim.pubsub_small_experiment`.
 
 ``smoke=True`` shrinks data, networks and epochs so that an experiment runs in seconds; the
 numbers it writes mean nothing beyond "the pipeline runs".
@@ -35,6 +37,7 @@ from pubsubml.sim.pubsub_scenarios import (
     with_budgets,
     with_learners,
 )
+from pubsubml.sim.pubsub_small_experiment import run_small
 from pubsubml.sim.runner import Record, mean_se_label, run_grid, summarize, write_results
 
 __all__ = ["EXPERIMENTS", "RunOptions", "run_experiment"]
@@ -63,6 +66,9 @@ class RunOptions:
     fl_dp : {"local", "central"}, default="local"
         Where the FL baselines add their noise (see :class:`~pubsubml.sim.pubsub_setup.MethodConfig`).
     progress : bool, default=True
+    repeats : int, default=1
+        ``pubsub-small`` only: model seeds per data seed (its test set is external, so it has no
+        folds and ignores ``folds``).
     """
 
     seeds: int = 1
@@ -72,6 +78,7 @@ class RunOptions:
     turns: int | None = None
     fl_dp: Literal["local", "central"] = "local"
     progress: bool = True
+    repeats: int = 1
 
 
 def _config(smoke: bool, **changes: Any) -> MethodConfig:
@@ -389,12 +396,29 @@ def run_models(out_dir: Path, opts: RunOptions) -> list[Path]:
     )
 
 
+def run_small_subscriber(out_dir: Path, opts: RunOptions) -> list[Path]:
+    """A small subscriber on an external test set (pubsub-ml.txt §1, §8.1.1); ``opts.folds`` unused.
+
+    See :func:`pubsubml.sim.pubsub_small_experiment.run_small`.
+    """
+    return run_small(
+        out_dir,
+        seeds=opts.seeds,
+        repeats=opts.repeats,
+        jobs=opts.jobs,
+        smoke=opts.smoke,
+        fl_dp=opts.fl_dp,
+        progress=opts.progress,
+    )
+
+
 EXPERIMENTS: dict[str, Callable[[Path, RunOptions], list[Path]]] = {
     "pubsub-scenarios": run_scenarios,
     "pubsub-privacy": run_privacy,
     "pubsub-models": run_models,
     "pubsub-regression": run_regression,
     "pubsub-nonprivate": run_nonprivate,
+    "pubsub-small": run_small_subscriber,
 }
 
 
@@ -413,8 +437,12 @@ def run_experiment(name: str, out_dir: Path | str, opts: RunOptions | None = Non
 
 _SETUP = (
     "Setup: {seeds} seed(s) × {folds}-fold cross-validation; publishers train on 80 % of their data, "
-    "the subscriber holds out 20 % and splits the rest 60/20 into its own model's training set and "
-    "the customization set (pubsub-ml.txt §7.4). Networks (100, 50) tanh, Adam, 30 epochs, batch "
+    "the subscriber holds out 20 % for testing (pubsub-ml.txt §7.4) and customizes on the other "
+    "80 % with the Customizer's defaults (own model and fusion cross-fitted; the paper's 60/20 "
+    "Tra/Cus split is `MethodConfig(customizer='paper')`). Own, and the own model inside "
+    "PubSub-ML: `OwnLearner(kind='auto')`, a network, a random forest or a logistic / ridge model "
+    "chosen by 5-fold cross-validation on the subscriber's rows (the paper's network is "
+    "`MethodConfig(own_model='paper')`). Networks (100, 50) tanh, Adam, 30 epochs, batch "
     "100; DP at ε = 1, δ = 1e-4 unless stated; FL: 30 rounds, every client every round, one local "
     "epoch; (F) fine-tunes the global model for 30 epochs without DP on the subscriber's 80 %."
 )

@@ -8,6 +8,13 @@ subscriber holds out 20 % for testing and splits the rest 60 / 20 (of all its da
 set of its own model and the customization set.  Budgets are per site: PubSub-ML publishers use their
 own ε, the FL baselines the minimum ε across all sites (§8.2.1), so that every site gets at least the
 protection it asked for.  All FL rounds of all clients are accounted by the FL estimators themselves.
+
+Two departures are configurable (:class:`~pubsubml.sim.pubsub_setup.MethodConfig`): the
+subscriber's own model, the same learner for Own and inside CUSTOMIZE, is by default an
+:class:`~pubsubml.methods.own.OwnLearner` chosen by cross-validation (``own_model="paper"`` gives
+Table 4's network), and CUSTOMIZE runs with the :class:`~pubsubml.methods.pubsub.Customizer`'s
+defaults (``customizer="paper"`` gives the Tra/Cus protocol).  A scenario with an external
+``test`` set is scored on it instead of on folds of the subscriber's rows.
 """
 
 from __future__ import annotations
@@ -19,14 +26,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import clone
 
-from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
-from pubsubml.learners.registry import create_learner
-from pubsubml.methods.outputs import OwnModel
 from pubsubml.methods.pubsub import Customizer
-from pubsubml.schema import FeatureSchema
 from pubsubml.sim.metrics import score
+from pubsubml.sim.pubsub_models import network, own_model, publisher_learner, train_publishers
 from pubsubml.sim.pubsub_setup import (
     FL_METHODS,
     LEARNERS,
@@ -47,91 +50,11 @@ __all__ = [
     "evaluate_fold",
     "fine_tune_federated",
     "fit_federated",
+    "publisher_learner",
     "train_publishers",
 ]
 
 _SELECTION = {"f1_minority": "f1_minority", "accuracy": "accuracy", "one_minus_mse": "mse"}
-
-
-def _mlp(scenario: Scenario, schema: FeatureSchema, config: MethodConfig, **kw: Any) -> Any:
-    common = dict(
-        schema=schema,
-        hidden_layer_sizes=config.hidden_layer_sizes,
-        epochs=config.epochs,
-        batch_size=config.batch_size,
-        learning_rate=config.lr,
-        target_delta=scenario.delta,
-        **kw,
-    )
-    if scenario.task == "classification":
-        return DPMLPClassifier(classes=scenario.classes, **common)
-    return DPMLPRegressor(**common)
-
-
-def _publisher_estimator(
-    scenario: Scenario, site: Site, config: MethodConfig, *, dp: bool, seed: int
-) -> Any:
-    schema = scenario.schema.subset(site.X.columns)
-    if site.learner == "mlp" or not dp:
-        return _mlp(
-            scenario,
-            schema,
-            config,
-            dp=dp,
-            target_epsilon=site.epsilon if dp else None,
-            random_state=seed,
-        )
-    if site.learner not in LEARNERS or scenario.task != "classification":
-        raise ValueError(
-            f"unknown publisher learner {site.learner!r}; choose from {list(LEARNERS)}"
-        )
-    return create_learner(
-        LEARNERS[site.learner],
-        schema=schema,
-        classes=scenario.classes,
-        epsilon=site.epsilon,
-        random_state=seed,
-    )
-
-
-def train_publishers(
-    scenario: Scenario,
-    trains: Sequence[np.ndarray],
-    config: MethodConfig,
-    *,
-    dp: bool,
-    seed: int,
-) -> list[Any]:
-    """Train every publisher's model on its rows ``trains[i]`` (DP unless ``dp=False``).
-
-    Publishers with the same columns, model type and budget are trained together on the stacked
-    DP-SGD engine (:func:`~pubsubml.learners.mlp.fit_many`); each still has its own seed, sample rate,
-    σ and accountant.
-
-    Returns
-    -------
-    list of models wrapped with their ``input_features`` (in the order of the publishers)
-    """
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, site in enumerate(scenario.publishers):
-        key = (tuple(site.X.columns), site.learner if dp else "mlp", site.epsilon if dp else 0.0)
-        groups.setdefault(key, []).append(i)
-    models: list[Any] = [None] * len(scenario.publishers)
-    for (cols, learner, _), members in groups.items():
-        first = scenario.publishers[members[0]]
-        est = _publisher_estimator(scenario, first, config, dp=dp, seed=seed * 7919 + members[0])
-        Xs = [scenario.publishers[i].X.iloc[trains[i]] for i in members]
-        ys = [scenario.publishers[i].y[trains[i]] for i in members]
-        if learner == "mlp":
-            fitted = fit_many(est, Xs, ys)
-        else:
-            fitted = [
-                clone(est).set_params(random_state=seed * 7919 + i).fit(X, y)
-                for i, X, y in zip(members, Xs, ys, strict=True)
-            ]
-        for i, model in zip(members, fitted, strict=True):
-            models[i] = OwnModel(model, list(cols))
-    return models
 
 
 def _score(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:
@@ -196,6 +119,21 @@ def fit_federated(
         "target_delta": scenario.delta,
         "random_state": seed,
     }
+    if config.dp and config.dp_defaults:
+        # The same public-input rule as the DP publishers' networks (dp_sgd_defaults): the
+        # learning rate for DP-SGD at this input width, so both sides of the comparison train
+        # in a DP regime rather than at the non-private 1e-3.
+        from pubsubml.learners import dp_sgd_defaults
+
+        n_min = min(len(y) for _, y in clients)
+        params["lr"] = dp_sgd_defaults(
+            n_min,
+            epsilon,
+            scenario.delta,
+            scenario.schema.n_encoded,
+            model="mlp",
+            task=scenario.task,
+        ).learning_rate
     fl = cls(**(params | config.fl_options.get(FL_METHODS[name], {})))
     return fl.fit(clients)
 
@@ -215,8 +153,19 @@ def fine_tune_federated(
 def _fold_rows(
     scenario: Scenario, *, seed: int, fold: int, folds: int
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """(publishers' training rows, subscriber's training rows, subscriber's test rows)."""
+    """(publishers' training rows, subscriber's training rows, subscriber's test rows).
+
+    With an external test set every site trains on all of its rows and the subscriber's test part
+    is empty (the test rows are ``scenario.test``).
+    """
     sub = scenario.subscriber
+    if scenario.test is not None:
+        if sub.ids is not None:
+            raise ValueError("an external test set cannot be combined with shared row ids")
+        if fold < 0:
+            raise ValueError(f"the repeat index must be >= 0, got {fold}")
+        trains = [np.arange(len(s.y)) for s in scenario.publishers]
+        return trains, np.arange(len(sub.y)), np.arange(0)
     if sub.ids is not None:
         pub_ids = [s.ids for s in scenario.publishers if s.ids is not None]
         if len(pub_ids) != len(scenario.publishers):
@@ -288,6 +237,9 @@ def evaluate_fold(
     Parameters
     ----------
     scenario : Scenario
+        With ``scenario.test`` set, every site trains on all of its rows and every method is
+        scored on the external test set; ``fold`` is then a repeat index that only seeds the
+        models, and ``folds`` is unused.
     seed : int
         Seeds the folds and every model.
     fold, folds : int
@@ -299,13 +251,20 @@ def evaluate_fold(
     Returns
     -------
     list of dict
-        ``{"method", "score", "epsilon", "seconds"}`` per method; ``epsilon`` is the largest ε any
-        site spent for that method (``inf`` for non-private methods).
+        ``{"method", "score", "auc", "epsilon", "seconds"}`` per method; ``epsilon`` is the
+        largest ε any site spent for that method (``inf`` for non-private methods).  Own and the
+        PubSub-ML methods add ``own_choice`` (the own model's kind, ``"paper"`` for Table 4's
+        network); the PubSub-ML methods add ``fallback`` (whether CUSTOMIZE fell back to the own
+        model alone).
 
     Raises
     ------
     ValueError
-        An unknown method name.
+        An unknown method name or own model.
+
+    References
+    ----------
+    pubsub-ml.txt §7.3 (methods), §7.4 (protocol).
     """
     config = config or MethodConfig()
     unknown = [m for m in methods if m not in METHODS]
@@ -313,45 +272,59 @@ def evaluate_fold(
         raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
     pub_trains, tr, te = _fold_rows(scenario, seed=seed, fold=fold, folds=folds)
     sub = scenario.subscriber
-    X_tr, y_tr, X_te, y_te = sub.X.iloc[tr], sub.y[tr], sub.X.iloc[te], sub.y[te]
+    X_tr, y_tr = sub.X.iloc[tr], sub.y[tr]
+    if scenario.test is not None:
+        X_te, y_te = scenario.test.X, scenario.test.y
+    else:
+        X_te, y_te = sub.X.iloc[te], sub.y[te]
     rs = seed * 1000 + fold
     out: list[Record] = []
 
     out_extra = [0.0]
+    Run = tuple[Any, pd.DataFrame, float, Record]
 
-    def timed(method: str, run: Callable[[], tuple[Any, pd.DataFrame, float]]) -> None:
+    def timed(method: str, run: Callable[[], Run]) -> None:
         out_extra[0] = 0.0
         t0 = time.perf_counter()
-        model, X_eval, eps = run()
+        model, X_eval, eps, extra = run()
         seconds = time.perf_counter() - t0 + out_extra[0]
         value = _score(scenario, model, X_eval, y_te)
         auc = _auc(scenario, model, X_eval, y_te)
-        out.append(
-            {"method": method, "score": value, "auc": auc, "epsilon": eps, "seconds": seconds}
-        )
+        record = {"method": method, "score": value, "auc": auc, "epsilon": eps}
+        out.append(record | {"seconds": seconds} | extra)
 
-    def pubsub(dp: bool) -> tuple[Any, pd.DataFrame, float]:
+    def pubsub(dp: bool) -> Run:
         models = train_publishers(scenario, pub_trains, config, dp=dp, seed=rs)
+        own = own_model(scenario, config, rs) if config.own_model == "paper" else config.own_model
+        protocol: dict[str, Any] = {}
+        if config.customizer == "paper":  # Tra/Cus holdout and the fully connected layer (§4)
+            protocol = {
+                "cv": "holdout",
+                "fusion_model": "linear",
+                "train_split": 0.75,
+                "fusion_split": 0.25,
+                "selection_metric": _SELECTION.get(scenario.metric),
+            }
         cust = Customizer(
             models=models,
             task=scenario.task,
-            own_model="mlp",
+            own_model=own,
             top_m=config.top_m,
-            selection_metric=_SELECTION.get(scenario.metric),
-            train_split=0.75,
-            fusion_split=0.25,
             schema=scenario.schema,
             classes=scenario.classes,
             random_state=rs,
+            **protocol,
         ).fit(X_tr, y_tr)
         eps = max(float(getattr(m.estimator, "epsilon_", math.inf)) for m in models)
-        return cust, X_te, eps
+        choice = "paper" if config.own_model == "paper" else _choice(cust.own_model_)
+        extra = {"own_choice": choice, "fallback": bool(cust.fallback_)}
+        return cust, X_te, eps, extra
 
-    def own() -> tuple[Any, pd.DataFrame, float]:
-        est = _mlp(scenario, scenario.schema.subset(sub.X.columns), config, dp=False)
-        return est.set_params(random_state=rs).fit(X_tr, y_tr), X_te, math.inf
+    def own() -> Run:
+        model = own_model(scenario, config, rs).fit(X_tr, y_tr)
+        return model, X_te, math.inf, {"own_choice": _choice(model)}
 
-    def joint() -> tuple[Any, pd.DataFrame, float]:
+    def joint() -> Run:
         if sub.ids is not None:  # one population: pool by joining the sites' columns per row id
             X, y, X_eval = _joined(scenario, pub_trains, tr, te)
         else:
@@ -364,13 +337,13 @@ def evaluate_fold(
                 [*(s.y[t] for s, t in zip(scenario.publishers, pub_trains, strict=True)), y_tr]
             )
             X_eval = scenario.schema.extend(X_te)
-        est = _mlp(scenario, scenario.schema, config, dp=False, random_state=rs).fit(X, y)
-        return est, X_eval, math.inf
+        est = network(scenario, scenario.schema, config, dp=False, random_state=rs).fit(X, y)
+        return est, X_eval, math.inf, {}
 
     fl_cache: dict[str, Any] = {}
     fl_seconds: dict[str, float] = {}
 
-    def fl(name: str, tuned: bool) -> tuple[Any, pd.DataFrame, float]:
+    def fl(name: str, tuned: bool) -> Run:
         if name not in fl_cache:
             t0 = time.perf_counter()
             clients = [
@@ -386,7 +359,7 @@ def evaluate_fold(
         X_eval = scenario.schema.extend(X_te)
         if tuned:
             model = fine_tune_federated(model, scenario.schema.extend(X_tr), y_tr, config, rs)
-        return model, X_eval, eps
+        return model, X_eval, eps, {}
 
     for method in methods:
         if method == "PubSub-ML":
@@ -401,3 +374,8 @@ def evaluate_fold(
             base, variant = method[:-3], method[-2]
             timed(method, lambda b=base, v=variant: fl(b, v == "F"))  # type: ignore[misc]
     return out
+
+
+def _choice(own: Any) -> str:
+    """The kind an own model ended up as: an OwnLearner's ``choice_``, else Table 4's network."""
+    return str(getattr(own, "choice_", "paper"))

@@ -35,10 +35,11 @@ __all__ = ["EXPERIMENTS", "run_noisy", "run_publishers", "run_selection", "run_s
 
 FL_ORDER = ("FedAvg(V)", "FedAvg(F)", "FedProx(V)", "FedProx(F)", "FedAdam(V)", "FedAdam(F)")
 OWN_NOTE = (
-    "Own is the subscriber's non-private network (Table 4) on its whole 80 % fit part, as "
-    "`pubsubml.sim.pubsub_methods.evaluate_fold` scores it; Own (Tra) is the own model inside the "
-    "customization, trained on Tra only (60 % of the data; the other 20 % is Cus, where f_c is "
-    "fitted), the candidate PubSub-ML fuses with the subscribed models."
+    "Own is the subscriber's non-private own model (`OwnLearner(kind='auto')`: a network, a "
+    "random forest or a logistic model chosen by 5-fold cross-validation) on its whole 80 % fit "
+    "part, as `pubsubml.sim.pubsub_methods.evaluate_fold` scores it; Own (Tra) is the own model "
+    "inside the customization, trained on Tra only (60 % of the data; the other 20 % is Cus, "
+    "where f_c is fitted), the candidate PubSub-ML fuses with the subscribed models."
 )
 # pubsub-ml.txt Table 6 (seconds, the paper's GPU machine, one subscriber).
 PAPER_TABLE6 = {"All": 185, "Top-100": 143, "Top-50": 138, "Top-10": 135, "FL(V)": 683}

@@ -15,7 +15,18 @@ import pandas as pd
 
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["FL_METHODS", "LEARNERS", "METHODS", "MethodConfig", "Scenario", "Site"]
+__all__ = [
+    "APPROXIMATE_DP",
+    "FL_METHODS",
+    "LEARNERS",
+    "METHODS",
+    "NONPRIVATE_LEARNERS",
+    "NONPRIVATE_PARAMS",
+    "OWN_MODELS",
+    "MethodConfig",
+    "Scenario",
+    "Site",
+]
 
 METHODS = (
     "PubSub-ML",
@@ -30,13 +41,30 @@ METHODS = (
     "Joint",
 )
 FL_METHODS = {"FedAvg": "DPFedAvg", "FedProx": "DPFedProx", "FedAdam": "DPFedAdam"}
-#: Publisher model types of the model-heterogeneity experiment (pubsub-ml.txt §8.2.2).
-LEARNERS = {
-    "mlp": "dp_mlp_classifier",
-    "logistic": "dp_logistic_regression",
-    "naive_bayes": "dp_gaussian_nb",
-    "forest": "dp_random_forest",
+#: Publisher model types → registered DP learner per task (pubsub-ml.txt §8.2.2: model
+#: heterogeneity).  ``"mlp"`` is Table 4's network trained by DP-SGD; ``"logistic"``,
+#: ``"naive_bayes"`` and ``"forest"`` are diffprivlib's models; ``"sgd_linear"`` is a logistic
+#: (classification) or linear (regression) model trained by DP-SGD.
+LEARNERS: dict[str, dict[str, str]] = {
+    "mlp": {"classification": "dp_mlp_classifier", "regression": "dp_mlp_regressor"},
+    "logistic": {"classification": "dp_logistic_regression"},
+    "naive_bayes": {"classification": "dp_gaussian_nb"},
+    "forest": {"classification": "dp_random_forest"},
+    "sgd_linear": {"classification": "dp_sgd_logistic", "regression": "dp_sgd_linear"},
 }
+#: The same model type without DP, for PubSub-ML* (§8.3.4); a type not listed here falls back to
+#: Table 4's network without DP, as in the paper, whose publishers are all networks.
+NONPRIVATE_LEARNERS: dict[str, dict[str, str]] = {
+    "sgd_linear": {"classification": "logistic_regression", "regression": "linear_regression"},
+}
+#: Parameters of those non-private learners: lbfgs run to convergence (its default of 100
+#: iterations stops short on 10 classes).
+NONPRIVATE_PARAMS: dict[str, dict[str, Any]] = {"logistic_regression": {"max_iter": 1000}}
+#: Learners whose DP guarantee is approximate, (ε, δ): they take the scenario's δ.
+APPROXIMATE_DP = frozenset({"dp_sgd_logistic", "dp_sgd_linear"})
+#: The subscriber's own model M^s: an :class:`~pubsubml.methods.own.OwnLearner` kind, or
+#: ``"paper"``, Table 4's network trained for ``epochs`` without DP (the Own of pubsub-ml.txt §7.3).
+OWN_MODELS = ("auto", "mlp", "forest", "logistic", "paper")
 
 
 @dataclass(frozen=True)
@@ -50,8 +78,8 @@ class Site:
     y : ndarray of shape (n,)
     epsilon : float, default=1.0
         The site's own budget; a publisher's DP model is trained to it.
-    learner : {"mlp", "logistic", "naive_bayes", "forest"}, default="mlp"
-        The publisher's model type.
+    learner : {"mlp", "logistic", "naive_bayes", "forest", "sgd_linear"}, default="mlp"
+        The publisher's model type (a key of :data:`LEARNERS`).
     ids : ndarray of shape (n,), optional
         Ids of the rows in a population that several sites share (Scenario 3: the same patients,
         different columns, pubsub-ml.txt §8.1.3).  When the subscriber has ids, folds are drawn
@@ -84,6 +112,12 @@ class Scenario:
     minority : label, optional
         The class whose F1 the ``"f1_minority"`` metric scores, known publicly (the rare outcome,
         e.g. death); ``None``: the least frequent label of each test part.
+    test : Site, optional
+        An external test set: fresh rows of the subscriber's distribution that no site holds.
+        With it, every site trains on all of its rows and every method is scored on ``test``;
+        the fold index of :func:`~pubsubml.sim.pubsub_methods.evaluate_fold` then only seeds the
+        models (a repeat).  Without it (the paper's protocol, §7.4), the subscriber's rows are
+        split into folds.
     """
 
     publishers: Sequence[Site]
@@ -94,6 +128,7 @@ class Scenario:
     metric: str
     delta: float = 1e-4
     minority: Any = None
+    test: Site | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +158,24 @@ class MethodConfig:
     fl_options : dict
         Extra keyword arguments per FL class name (e.g. ``{"DPFedProx": {"mu": 0.01}}``); they
         override the ones built from the fields above.
+    dp_defaults : bool, default=False
+        ``True``: the DP publishers' networks take the DP-SGD defaults of
+        :class:`~pubsubml.learners.mlp.DPMLPClassifier` (batch size and learning rate ``"auto"``,
+        chosen from public inputs) instead of ``batch_size`` and ``lr``, which the paper uses for
+        every model (§7.2), and the DP FL baselines take the learning rate of the same rule
+        (their batch size stays ``batch_size``).  Non-private training keeps ``batch_size`` and
+        ``lr``.
+    own_model : {"auto", "mlp", "forest", "logistic", "paper"}, default="auto"
+        The subscriber's own model, the same for the Own baseline and inside CUSTOMIZE: an
+        :class:`~pubsubml.methods.own.OwnLearner` of this kind (``"auto"`` chooses by
+        cross-validation on the subscriber's rows), or ``"paper"``: Table 4's network trained for
+        ``epochs`` without DP, the Own of the paper (§7.3).
+    customizer : {"default", "paper"}, default="default"
+        ``"default"``: the :class:`~pubsubml.methods.pubsub.Customizer`'s own defaults
+        (cross-fitted own model and fusion).  ``"paper"``: the paper's protocol (§4, §7.4): M^s on
+        ``Tra`` (75 % of the subscriber's training part, 60 % of all its rows), the fully
+        connected fusion layer on ``Cus`` (the other 25 %), candidates ranked by the scenario's
+        metric.
     """
 
     hidden_layer_sizes: tuple[int, ...] = (100, 50)
@@ -137,3 +190,6 @@ class MethodConfig:
     dp: bool = True
     fl_dp: Literal["local", "central"] = "local"
     fl_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    dp_defaults: bool = False
+    own_model: str = "auto"
+    customizer: Literal["default", "paper"] = "default"

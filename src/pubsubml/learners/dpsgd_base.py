@@ -1,0 +1,439 @@
+"""The DP-SGD estimators' shared machinery: validation, hyperparameter resolution, training.
+
+Every DP-SGD learner of pubsubml (the networks :class:`~pubsubml.learners.mlp.DPMLPClassifier`
+and :class:`~pubsubml.learners.mlp.DPMLPRegressor`, the linear models
+:class:`~pubsubml.learners.dpsgd_linear.DPSGDLogisticRegression` and
+:class:`~pubsubml.learners.dpsgd_linear.DPSGDLinearRegression`) is a fully connected network on
+the stacked DP-SGD engine of :mod:`pubsubml.privacy.dpsgd`; a linear model is the network without
+hidden layers.  So Poisson sampling, noise calibration, the DP events, :func:`fit_many` and the
+safetensors/ONNX export work the same for all of them.
+
+Hyperparameters left at ``"auto"`` are resolved at ``fit`` from public inputs only (the number
+of rows, the privacy target and the encoded width) by
+:func:`~pubsubml.learners.dpsgd_defaults.dp_sgd_defaults`, and recorded in ``hyperparameters_``.
+
+References
+----------
+pubsub-ml.txt §7.2 (Table 4) and §8 (DP-SGD [1], Abadi et al. 2016).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, Self, cast
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils.validation import check_is_fitted
+
+from pubsubml.errors import InvalidPrivacyParameterError
+from pubsubml.learners.base import SchemaInputMixin
+from pubsubml.learners.dpsgd_defaults import DPSGDDefaults, dp_sgd_defaults
+from pubsubml.privacy.accountant import check_delta, check_epsilon, compute_epsilon
+from pubsubml.privacy.calibration import calibrate_noise
+from pubsubml.privacy.dpsgd import ACTIVATIONS, DPSGDConfig, MLPStack, TrainResult, train_dp_stacked
+from pubsubml.privacy.events import DPEvent
+from pubsubml.schema import FeatureSchema
+
+__all__ = ["AUTO", "fit_many"]
+
+Backend = Literal["pld", "rdp"]
+_ACCOUNTANTS = ("pld", "rdp")
+#: The value of a hyperparameter chosen by :func:`~pubsubml.learners.dpsgd_defaults.dp_sgd_defaults`.
+AUTO = "auto"
+# What "auto" means for a network trained without DP (the package's setting before DP defaults).
+_NON_PRIVATE = DPSGDDefaults(
+    batch_size=100, epochs=30, steps=0, learning_rate=1e-3, optimizer="adam", max_grad_norm=1.0
+)
+_TUNABLE = ("batch_size", "epochs", "learning_rate", "optimizer", "max_grad_norm")
+
+
+@functools.lru_cache(maxsize=1024)
+def _calibrated_sigma(epsilon: float, delta: float, q: float, steps: int, accountant: str) -> float:
+    return calibrate_noise(epsilon, delta, q, steps, accountant=cast(Backend, accountant))
+
+
+def _site_generators(random_state: Any, n_sites: int) -> list[torch.Generator]:
+    """One torch generator per site, spawned from ``random_state`` (site 0 is what ``fit`` uses)."""
+    if isinstance(random_state, np.random.RandomState):
+        entropy: Any = int(random_state.randint(0, 2**31 - 1))
+    elif isinstance(random_state, np.random.Generator):
+        entropy = int(random_state.integers(0, 2**63 - 1))
+    elif random_state is None or (isinstance(random_state, int | np.integer) and random_state >= 0):
+        entropy = None if random_state is None else int(random_state)
+    else:
+        raise ValueError(
+            f"random_state must be None, an int >= 0 or a numpy generator, got {random_state!r}"
+        )
+    children = np.random.SeedSequence(entropy).spawn(n_sites)
+    return [torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0])) for c in children]
+
+
+@dataclasses.dataclass
+class _Plan:
+    """Everything one site's training needs, validated before any attribute changes."""
+
+    X: Any
+    Z: np.ndarray
+    target: torch.Tensor
+    classes: np.ndarray | None
+    layer_sizes: tuple[int, ...]
+    config: DPSGDConfig
+    hyperparameters: DPSGDDefaults
+
+
+class _DPSGDBase(SchemaInputMixin, BaseEstimator, metaclass=ABCMeta):
+    """Shared parameters, validation and training of the DP-SGD estimators.
+
+    Subclasses set the class variables below, store their parameters in a keyword-only
+    ``__init__`` and implement :meth:`_targets`.
+    """
+
+    _loss: ClassVar[str]
+    _model: ClassVar[Literal["linear", "mlp"]]
+    _task: ClassVar[Literal["classification", "regression"]]
+    _epsilon_param: ClassVar[str]  # the name of the ε target parameter
+    _delta_param: ClassVar[str]  # the name of the δ parameter
+    schema: FeatureSchema | None
+    epochs: Any
+    batch_size: Any
+    learning_rate: Any
+    optimizer: Any
+    max_grad_norm: Any
+    noise_multiplier: float | None
+    accountant: str
+    random_state: Any
+    module_: torch.nn.Sequential
+
+    # ---- what differs between the networks and the linear models ----------------------------
+    def _hidden(self) -> tuple[int, ...]:
+        return ()
+
+    def _activation_name(self) -> str:
+        return "tanh"  # a network without hidden layers applies no activation
+
+    def _private(self) -> bool:
+        return True
+
+    def _poor_score(self) -> bool:
+        # DP noise, or very few epochs, legitimately cost accuracy on scikit-learn's small checks.
+        private = bool(getattr(self, "dp", True))
+        return private or not (isinstance(self.epochs, int) and self.epochs >= 10)
+
+    # ---- validation (no attribute changes) ----------------------------------------------------
+    @abstractmethod
+    def _targets(self, y: Any, n: int) -> tuple[torch.Tensor, np.ndarray | None, int]:
+        """Training targets, the classes (classifier) and the number of network outputs."""
+
+    def _privacy_target(self) -> tuple[float | None, float]:
+        return getattr(self, self._epsilon_param), getattr(self, self._delta_param)
+
+    def _resolve(self, n: int, width: int) -> DPSGDDefaults:
+        """The hyperparameters of a run on ``n`` rows of ``width`` encoded columns.
+
+        Parameters left at ``"auto"`` come from :func:`dp_sgd_defaults` (private runs) or from the
+        package's non-private setting; explicit values are used as given.
+        """
+        epsilon, delta = self._privacy_target()
+        if self._private():
+            defaults = dp_sgd_defaults(
+                n,
+                epsilon if isinstance(epsilon, int | float) else None,
+                delta,
+                width,
+                model=self._model,
+                task=self._task,
+            )
+        else:
+            defaults = _NON_PRIVATE
+        defaults = self._adjust_defaults(defaults)
+        chosen: dict[str, Any] = {}
+        for name in _TUNABLE:
+            value = getattr(self, name)
+            if isinstance(value, str) and name != "optimizer":
+                if value != AUTO:
+                    raise ValueError(f"{name} must be a number or 'auto', got {value!r}")
+                value = getattr(defaults, name)
+            elif value == AUTO:
+                value = defaults.optimizer
+            chosen[name] = value
+        config = DPSGDConfig(
+            max_grad_norm=float(chosen["max_grad_norm"]),
+            batch_size=chosen["batch_size"],
+            epochs=chosen["epochs"],
+            lr=float(chosen["learning_rate"]),
+            optimizer=chosen["optimizer"],
+            private=self._private(),
+        )
+        return DPSGDDefaults(
+            batch_size=config.batch_size,
+            epochs=config.epochs,
+            steps=config.steps_for(n),
+            learning_rate=config.lr,
+            optimizer=config.optimizer,
+            max_grad_norm=config.max_grad_norm,
+        )
+
+    def _adjust_defaults(self, defaults: DPSGDDefaults) -> DPSGDDefaults:
+        """What ``"auto"`` resolves to, given the parameters that are set explicitly."""
+        return defaults
+
+    def _noise_for(self, n: int, config: DPSGDConfig) -> float:
+        epsilon, delta = self._privacy_target()
+        names = {self._epsilon_param: epsilon, "noise_multiplier": self.noise_multiplier}
+        given = [k for k, v in names.items() if v is not None]
+        if not self._private():
+            if given:
+                raise InvalidPrivacyParameterError(
+                    f"dp=False trains without noise; {given[0]} does not apply"
+                )
+            return 0.0
+        if len(given) != 1:
+            raise InvalidPrivacyParameterError(
+                f"{type(self).__name__} needs exactly one of {self._epsilon_param} (noise "
+                "calibrated to it) or noise_multiplier (ε reported), got "
+                f"{'both' if given else 'neither'}"
+            )
+        check_delta(delta, n)
+        if self.noise_multiplier is not None:
+            sigma = self.noise_multiplier
+            if (
+                isinstance(sigma, bool)
+                or not isinstance(sigma, int | float)
+                or not 0 < sigma < math.inf
+            ):
+                raise InvalidPrivacyParameterError(
+                    f"noise_multiplier must be finite and > 0, got {sigma!r}"
+                )
+            return float(sigma)
+        assert epsilon is not None
+        check_epsilon(epsilon)
+        q, steps = config.sample_rate_for(n), config.steps_for(n)
+        return _calibrated_sigma(float(epsilon), float(delta), q, steps, self.accountant)
+
+    def _config(self, n: int, width: int) -> tuple[DPSGDConfig, DPSGDDefaults]:
+        """The validated run configuration (σ included) for ``n`` rows of ``width`` columns."""
+        hidden = self._hidden()
+        if not all(
+            isinstance(h, int | np.integer) and not isinstance(h, bool) and h > 0 for h in hidden
+        ):
+            raise ValueError(f"hidden_layer_sizes must be positive integers, got {hidden!r}")
+        if self._activation_name() not in ACTIVATIONS:
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self._activation_name()!r}"
+            )
+        if self.accountant not in _ACCOUNTANTS:
+            raise InvalidPrivacyParameterError(
+                f"accountant must be one of {_ACCOUNTANTS}, got {self.accountant!r}"
+            )
+        chosen = self._resolve(n, width)
+        config = DPSGDConfig(
+            max_grad_norm=chosen.max_grad_norm,
+            batch_size=chosen.batch_size,
+            epochs=chosen.epochs,
+            lr=chosen.learning_rate,
+            optimizer=chosen.optimizer,
+            private=self._private(),
+        )
+        config = dataclasses.replace(config, noise_multiplier=self._noise_for(n, config))
+        return config, chosen
+
+    def _plan(self, X: Any, y: Any) -> _Plan:
+        self._private()  # validates ``dp`` where the estimator has it
+        Z = self._encode_new(X)
+        target, classes, n_out = self._targets(y, Z.shape[0])
+        config, chosen = self._config(Z.shape[0], Z.shape[1])
+        sizes = (Z.shape[1], *(int(h) for h in self._hidden()), n_out)
+        return _Plan(X, Z, target, classes, sizes, config, chosen)
+
+    def planned_privacy_events(self, n_samples: int, n_features: int) -> list[DPEvent]:
+        """The DP events that ``fit`` on ``n_samples`` rows will record, computed without data.
+
+        They depend only on public inputs: the parameters, n and the encoded width.  Used to
+        account a procedure before it runs (e.g.
+        :class:`~pubsubml.learners.selection.PrivateHyperparameterSearch`).
+
+        Parameters
+        ----------
+        n_samples : int
+        n_features : int
+            Columns of ``X``; ignored when a schema is set (its encoded width is used).
+
+        Returns
+        -------
+        list of DPEvent
+            One ``subsampled_gaussian`` event, or none when the model is not private.
+
+        Raises
+        ------
+        InvalidPrivacyParameterError, ValueError
+            As :meth:`fit` for the same parameters.
+        """
+        schema = self.schema
+        if schema is not None and not isinstance(schema, FeatureSchema):
+            raise TypeError(f"schema must be a FeatureSchema or None, got {type(schema).__name__}")
+        width = schema.n_encoded if schema is not None else n_features
+        for name, value in (("n_samples", n_samples), ("n_features", width)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        n_samples, width = int(n_samples), int(width)
+        config, _ = self._config(n_samples, width)
+        if not config.private:
+            return []
+        return [
+            DPEvent(
+                mechanism="subsampled_gaussian",
+                noise_multiplier=config.noise_multiplier,
+                sample_rate=config.sample_rate_for(n_samples),
+                count=config.steps_for(n_samples),
+            )
+        ]
+
+    # ---- training --------------------------------------------------------------------------
+    def _fold_output(self, module: torch.nn.Sequential) -> torch.nn.Sequential:
+        """Fold an output transform into the last Linear layer (identity here)."""
+        return module
+
+    def _commit(self, plan: _Plan, result: TrainResult) -> None:
+        """Set the fitted attributes from what the engine reports it ran."""
+        events = result.events
+        delta = float(self._privacy_target()[1]) if events else 0.0
+        backend = cast(Backend, self.accountant)
+        epsilon = compute_epsilon(events, delta, backend=backend) if events else math.inf
+        assert isinstance(result.module, torch.nn.Sequential)
+        self._commit_input(plan.X, plan.Z)
+        self.module_ = self._fold_output(result.module)
+        if plan.classes is not None:
+            self.classes_ = plan.classes
+        self.hyperparameters_ = plan.hyperparameters
+        self.noise_multiplier_ = result.noise_multiplier
+        self.sample_rate_ = result.sample_rate
+        self.steps_ = result.steps
+        self.privacy_events_: list[DPEvent] = events
+        self.accountant_ = self.accountant
+        self.epsilon_ = epsilon
+        self.delta_ = delta
+
+    def fit(self, X: Any, y: Any) -> Self:
+        """Train the model; nothing changes if any check fails.
+
+        Parameters
+        ----------
+        X : DataFrame or array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InvalidPrivacyParameterError
+            A private run with both or neither of an ε target and ``noise_multiplier``, ε ≤ 0,
+            δ ∉ (0, 1/n), σ ≤ 0, C ≤ 0, an unknown accountant, or privacy parameters with dp=False.
+        LabelError
+            Labels outside ``classes``, or a private classifier without declared ``classes``.
+        DataValidationError
+            NaN or infinite values, or input that does not match the schema.
+        ValueError
+            Malformed hyperparameters (layer sizes, activation, epochs, batch size, optimizer).
+        """
+        _fit_sites([self], [X], [y])
+        return self
+
+    def _forward(self, X: Any) -> torch.Tensor:
+        check_is_fitted(self, "module_")
+        Z = self._encode_predict(X)
+        with torch.no_grad():
+            out: torch.Tensor = self.module_(
+                torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32))
+            )
+        return out
+
+
+def _fit_sites(estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence[Any]) -> None:
+    """Train each estimator on its data, grouped into stacks by architecture; all or nothing."""
+    plans = [est._plan(X, y) for est, X, y in zip(estimators, Xs, ys, strict=True)]
+    generators = _site_generators(estimators[0].random_state, len(plans))
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, plan in enumerate(plans):
+        key = (plan.layer_sizes, plan.config.optimizer, plan.config.private)
+        groups.setdefault(key, []).append(i)
+    loss = estimators[0]._loss
+    for (sizes, _, _), members in groups.items():
+        gens = [generators[i] for i in members]
+        stack = MLPStack.init(sizes, estimators[0]._activation_name(), gens)
+        results = train_dp_stacked(
+            stack,
+            [torch.from_numpy(np.ascontiguousarray(plans[i].Z, dtype=np.float32)) for i in members],
+            [plans[i].target for i in members],
+            configs=[plans[i].config for i in members],
+            generators=gens,
+            loss=loss,
+        )
+        for i, res in zip(members, results, strict=True):
+            estimators[i]._commit(plans[i], res)
+
+
+def fit_many(estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any]) -> list[_DPSGDBase]:
+    """Fit one clone of ``estimator`` per site, all sites trained at once on the stacked engine.
+
+    Site ``s`` is trained with the ``s``-th generator spawned from ``estimator.random_state``
+    (``numpy.random.SeedSequence(random_state).spawn``); site 0 is therefore exactly
+    ``clone(estimator).fit(Xs[0], ys[0])``, and every site's model depends only on its own data
+    and seed, not on the other sites.  Each site has its own sample rate, steps, calibrated σ, ε
+    and, for hyperparameters left at ``"auto"``, its own resolved values (they depend on n).
+
+    Parameters
+    ----------
+    estimator : DPMLPClassifier, DPMLPRegressor, DPSGDLogisticRegression or DPSGDLinearRegression
+        The configuration; it is cloned, never modified.
+    Xs : sequence of S inputs, each a DataFrame or array-like of shape (n_s, n_features)
+    ys : sequence of S targets of shape (n_s,)
+
+    Returns
+    -------
+    list of S fitted estimators
+
+    Raises
+    ------
+    ValueError
+        ``Xs`` and ``ys`` of different lengths or empty, or any error ``fit`` raises (then no
+        estimator is returned).
+    TypeError
+        ``estimator`` is not a DP-SGD learner of pubsubml.
+
+    References
+    ----------
+    pubsub-ml.txt §8.2.3–8.2.4 (many publishers).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pubsubml.learners.mlp import DPMLPClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> Xs = [rng.random((60, 3)) for _ in range(4)]
+    >>> ys = [(X[:, 0] > 0.5).astype(int) for X in Xs]
+    >>> est = DPMLPClassifier(classes=[0, 1], hidden_layer_sizes=(8,), epochs=2, batch_size=20,
+    ...                       noise_multiplier=1.0, accountant="rdp", random_state=0)
+    >>> models = fit_many(est, Xs, ys)
+    >>> [m.steps_ for m in models], round(models[0].epsilon_, 2) == round(models[3].epsilon_, 2)
+    ([6, 6, 6, 6], True)
+    """
+    if len(Xs) != len(ys) or len(Xs) == 0:
+        raise ValueError(
+            f"need as many inputs as targets, at least one; got {len(Xs)} and {len(ys)}"
+        )
+    if not isinstance(estimator, _DPSGDBase):
+        raise TypeError(
+            "fit_many trains the DP-SGD learners (DPMLPClassifier, DPMLPRegressor, "
+            f"DPSGDLogisticRegression, DPSGDLinearRegression), got {type(estimator).__name__}"
+        )
+    clones: list[_DPSGDBase] = [clone(estimator) for _ in Xs]
+    _fit_sites(clones, Xs, ys)
+    return clones

@@ -132,9 +132,9 @@ def dp_sgd_defaults(
     * **Batch.** Larger batches improve DP-SGD's privacy/utility trade-off (Ponomareva et al.
       2023, §5; De et al. 2022): the noise σC is added to a sum of about q·n clipped gradients.  A
       linear model trains full batch (q = 1); a network, whose loss needs more steps, on batches
-      of ⌈n/3⌉ (three steps per epoch), the setting that made DP networks useful on the public
-      proxy streams of the product issue (batch ≈ n/3, learning rate 3e-2: accuracy 0.83/0.60
-      where the paper's setting was at chance).
+      of ⌈n/3⌉ (three steps per epoch), the setting that made DP networks useful on public
+      proxy streams (generated Hyperplane data, no site's rows: batch ≈ n/3, learning rate 3e-2
+      gave accuracy 0.83/0.60 where the paper's setting was at chance).
     * **Steps.** A fixed budget of steps with Adam (Ponomareva et al. 2023, §5): 100 full-batch
       steps for a linear model; the paper's 30 epochs (§7.2), i.e. about 90 steps, for a network.
       Full-batch steps compose as one Gaussian release (T steps at σ√T), so the step count is
@@ -148,8 +148,8 @@ def dp_sgd_defaults(
       about η·‖(x, 1)‖ ≤ η·√(d + 1); keeping that below one logit (a tenth of the target range
       for regression) bounds η by 1/√(d + 1).  A linear model takes η = min(reach / T,
       jitter / √(d + 1)); with d = 10 this is 0.2 for classification, the rate that gave 0.84/0.78
-      accuracy on the public proxy streams of the product issue (full batch, 100 steps, C = 1).
-      A network takes η = min(3e-2, 1/√(d + 1)), 3e-2 being the rate of that issue's evidence.
+      accuracy on those public proxy streams (full batch, 100 steps, C = 1).
+      A network takes η = min(3e-2, 1/√(d + 1)), 3e-2 being the rate measured there.
     * **Clipping.** C = 1: with Adam the scale of C cancels (updates are normalized per
       coordinate), and a small C that clips most per-sample gradients is the guide's advice
       (Ponomareva et al. 2023, §5).

@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 __all__ = ["DEFAULT_PENALTIES", "StackedFusion", "centred_log_odds"]
 
@@ -127,14 +128,16 @@ class StackedFusion(BaseEstimator):
         pen = np.ones(m)
         if self.own_first:
             pen[0] = 0.0
+        # (n·k, m): one row per (sample, class), so the pooled logits are one matrix product.
+        flat = np.ascontiguousarray(Z.transpose(0, 2, 1).reshape(n * k, m))
 
         def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
             w, b = theta[:m], theta[m:]
-            logits = np.einsum("nmk,m->nk", Z, w) + b
+            logits = (flat @ w).reshape(n, k) + b
             logp = log_softmax(logits, axis=1)
             resid = (np.exp(logp) - onehot) / n
             loss = -np.sum(logp * onehot) / n + 0.5 * lam * (np.sum(pen * w * w) + b @ b)
-            grad_w = np.einsum("nk,nmk->m", resid, Z) + lam * pen * w
+            grad_w = flat.T @ resid.reshape(-1) + lam * pen * w
             grad_b = resid.sum(axis=0) + lam * b
             return float(loss), np.concatenate([grad_w, grad_b])
 
@@ -200,6 +203,11 @@ class StackedFusion(BaseEstimator):
         y = np.asarray(y, dtype=np.int64 if clf else np.float64).reshape(-1)
         if clf and self.block_width == 1:
             raise ValueError("classification needs block_width = the number of classes")
+        # The products here are small (rows × models): one BLAS thread avoids spin-waiting.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(M, y, grid, clf)
+
+    def _fit(self, M: np.ndarray, y: np.ndarray, grid: list[float], clf: bool) -> StackedFusion:
         rs = check_random_state(self.random_state)
         folds = int(self.cv)
         can_stratify = clf and np.bincount(y, minlength=self.block_width).min() >= folds

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils._tags import ClassifierTags, RegressorTags, Tags
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
 from pubsubml.schema import FeatureSchema
@@ -27,6 +29,7 @@ __all__ = [
     "OwnModel",
     "Runner",
     "SelectionMetric",
+    "TaskEstimatorMixin",
     "align_outputs",
     "candidate_ids",
     "encode_targets",
@@ -36,6 +39,35 @@ __all__ = [
     "published_runner",
     "run_models",
 ]
+
+
+class TaskEstimatorMixin:
+    """scikit-learn tags and ``score`` of an estimator whose ``task`` parameter makes it a
+    classifier or a regressor (the customizer and the own model)."""
+
+    task: str
+
+    def __sklearn_tags__(self) -> Tags:
+        tags: Tags = super().__sklearn_tags__()  # type: ignore[misc]
+        tags.target_tags.required = True
+        if self.task == "regression":
+            tags.estimator_type = "regressor"
+            tags.regressor_tags = RegressorTags()
+        else:
+            tags.estimator_type = "classifier"
+            tags.classifier_tags = ClassifierTags()
+        return tags
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def score(self, X: pd.DataFrame, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy (classification) or R² (regression) on ``(X, y)``."""
+        pred = self.predict(X)
+        if self.task == "classification":
+            return float(accuracy_score(y, pred, sample_weight=sample_weight))
+        return float(r2_score(y, pred, sample_weight=sample_weight))
+
 
 Runner = Callable[[Sequence[Any], pd.DataFrame, str], Sequence[np.ndarray]]
 """``runner(models, frame, method)``: each model's ``method`` output on ``frame``, in order."""

@@ -35,17 +35,16 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.utils import check_random_state
-from sklearn.utils._tags import ClassifierTags, RegressorTags, Tags
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
-from pubsubml.methods.outputs import encode_targets, public_encoder
+from pubsubml.methods.outputs import TaskEstimatorMixin, encode_targets, public_encoder
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -165,8 +164,12 @@ def own_estimator(
 
 
 def fit_quietly(est: Any, X: pd.DataFrame, y: np.ndarray) -> Any:
-    """Fit ``est``; a network stopped at ``max_iter`` is a result, not a warning to print."""
-    with warnings.catch_warnings():
+    """Fit ``est``; a network stopped at ``max_iter`` is a result, not a warning to print.
+
+    One BLAS thread: the own model's matrices are small (minibatches of 100 rows), and more
+    threads only spin-wait, most of all on a busy machine.
+    """
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         warnings.filterwarnings("ignore", message="Got `batch_size`", category=UserWarning)
         return est.fit(X, y)
@@ -332,7 +335,7 @@ def own_candidates(
     return {"estimator": est}
 
 
-class OwnLearner(BaseEstimator):
+class OwnLearner(TaskEstimatorMixin, BaseEstimator):
     """The subscriber's own model (pubsub-ml.txt §4 Step 1; the Own baseline of §7.3).
 
     Parameters
@@ -391,17 +394,6 @@ class OwnLearner(BaseEstimator):
         self.classes = classes
         self.target_bounds = target_bounds
         self.random_state = random_state
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        if self.task == "regression":
-            tags.estimator_type = "regressor"
-            tags.regressor_tags = RegressorTags()
-        else:
-            tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags()
-        return tags
 
     def _frame(self, X: Any) -> pd.DataFrame:
         if not isinstance(X, pd.DataFrame):
@@ -475,10 +467,3 @@ class OwnLearner(BaseEstimator):
         if self.task == "classification":
             return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
         return np.asarray(self.estimator_.predict(self._frame(X)), dtype=np.float64)
-
-    def score(self, X: pd.DataFrame, y: Any, sample_weight: Any = None) -> float:
-        """Accuracy (classification) or R² (regression)."""
-        pred = self.predict(X)
-        if self.task == "classification":
-            return float(accuracy_score(y, pred, sample_weight=sample_weight))
-        return float(r2_score(y, pred, sample_weight=sample_weight))

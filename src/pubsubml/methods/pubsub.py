@@ -32,10 +32,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
-from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
-from sklearn.utils._tags import ClassifierTags, RegressorTags, Tags
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
@@ -46,6 +44,7 @@ from pubsubml.methods.outputs import (
     OwnModel,
     Runner,
     SelectionMetric,
+    TaskEstimatorMixin,
     align_outputs,
     candidate_ids,
     encode_targets,
@@ -68,7 +67,7 @@ Task = Literal["classification", "regression"]
 OWN_ID = "own"
 
 
-class Customizer(BaseEstimator):
+class Customizer(TaskEstimatorMixin, BaseEstimator):
     """CUSTOMIZE(s, loss) of pubsub-ml.txt Algorithm 2: the customized model C^s = f_c ∘ m.
 
     Parameters
@@ -214,17 +213,6 @@ class Customizer(BaseEstimator):
         self.random_state = random_state
 
     # ---- scikit-learn plumbing ------------------------------------------------------------
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.target_tags.required = True
-        if self.task == "regression":
-            tags.estimator_type = "regressor"
-            tags.regressor_tags = RegressorTags()
-        else:
-            tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags()
-        return tags
-
     def __sklearn_clone__(self) -> Customizer:
         """Clone the parameters but share the subscribed models (fitted, read-only black boxes)."""
         params = self.get_params(deep=False)
@@ -600,10 +588,3 @@ class Customizer(BaseEstimator):
         if self.target_scale_ is not None:
             pred = pred * self.target_scale_[1] + self.target_scale_[0]
         return pred
-
-    def score(self, X: pd.DataFrame, y: Any, sample_weight: Any = None) -> float:
-        """Accuracy (classification) or R² (regression) on ``(X, y)``."""
-        pred = self.predict(X)
-        if self.task == "classification":
-            return float(accuracy_score(y, pred, sample_weight=sample_weight))
-        return float(r2_score(y, pred, sample_weight=sample_weight))

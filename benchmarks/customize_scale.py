@@ -15,10 +15,11 @@ Timed, per configuration (the subscriber's view):
 
 * Load: pull the 1,000 models from the hub — fetch, verify signature and digest, recompute ε,
   build the runtime (the same for every configuration, measured once);
-* Own: train M^s on Tra (Table 4's network, non-private);
-* Outputs: all 1,001 candidates on Cus, stacked (``published_runner``);
+* Own: M^s with the Customizer's defaults: the best of a network, a forest and a logistic model
+  by 5-fold CV, out-of-fold outputs for every row, refit on all rows (non-private);
+* Outputs: the 1,000 published models on the subscriber's rows, stacked (``published_runner``);
 * Select: the metric of every candidate and the top-m (computed for All too, though unused);
-* Fuse: train f_c on m(x);
+* Fuse: fit f_c on m(x) (the stacked fusion, its penalty chosen by 5-fold CV);
 * Total = Load + Own + Outputs + Select + Fuse.
 
 Reference, same run and data: DP-FedAvg over the 1,000 publishers' data, same network, same (ε, δ)

@@ -120,7 +120,9 @@ class StackedFusion(BaseEstimator):
         w[0] = 1.0
         return w, np.zeros(int(self.block_width))
 
-    def _fit_clf(self, Z: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    def _fit_clf(
+        self, Z: np.ndarray, y: np.ndarray, lam: float, start: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         n, m, k = Z.shape
         if math.isinf(lam):
             return self._own_only(m)
@@ -141,9 +143,10 @@ class StackedFusion(BaseEstimator):
             grad_b = resid.sum(axis=0) + lam * b
             return float(loss), np.concatenate([grad_w, grad_b])
 
-        start = np.concatenate(
-            [self._own_only(m)[0] if self.own_first else np.zeros(m), np.zeros(k)]
-        )
+        if start is None:
+            start = np.concatenate(
+                [self._own_only(m)[0] if self.own_first else np.zeros(m), np.zeros(k)]
+            )
         bounds = [(0.0, None)] * m + [(None, None)] * k
         res = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds)
         return res.x[:m], res.x[m:]
@@ -164,9 +167,12 @@ class StackedFusion(BaseEstimator):
         res = lsq_linear(A, rhs, bounds=(lower, np.full(m + 1, np.inf)))
         return res.x[:m], res.x[m:]
 
-    def _fit_at(self, M: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    def _fit_at(
+        self, M: np.ndarray, y: np.ndarray, lam: float, start: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The weights at penalty ``lam``; ``start`` warm-starts the classification solver."""
         if self.task == "classification":
-            return self._fit_clf(self._blocks(M), y, lam)
+            return self._fit_clf(self._blocks(M), y, lam, start)
         return self._fit_reg(M, y, lam)
 
     def _raw(self, M: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -219,10 +225,13 @@ class StackedFusion(BaseEstimator):
         losses: dict[float, float] = {}
         if len(grid) > 1 and len(y) >= 2 * folds:
             splits = list(splitter.split(M, y))
-            for lam in grid:
+            # From the strongest penalty down, each fold's solution warm-starts the next λ.
+            warm: list[np.ndarray | None] = [None] * len(splits)
+            for lam in sorted(grid, reverse=True):
                 held = []
-                for train, test in splits:
-                    w, b = self._fit_at(M[train], y[train], lam)
+                for i, (train, test) in enumerate(splits):
+                    w, b = self._fit_at(M[train], y[train], lam, warm[i])
+                    warm[i] = np.concatenate([w, b])
                     held.append(self._loss(M[test], y[test], w, b) * len(test))
                 losses[lam] = float(np.sum(held) / len(y))
             best = min(losses.values())

@@ -173,8 +173,8 @@ class Customizer(TaskEstimatorMixin, BaseEstimator):
     ...                            n_redundant=0, random_state=0)
     >>> X = pd.DataFrame(X, columns=["a", "b", "c", "d"])
     >>> c = Customizer(own_model="forest", random_state=0).fit(X, y)
-    >>> c.candidate_ids_, c.fallback_, c.predict(X.iloc[:3]).shape
-    (['own'], True, (3,))
+    >>> c.candidate_ids_, c.own_model_.choice_, c.predict(X.iloc[:3]).shape
+    (['own'], 'forest', (3,))
     """
 
     def __init__(

@@ -66,8 +66,9 @@ PUBLISHER_KINDS = ("mlp", "sgd_linear")
 #: The ``publisher`` value of the methods that do not depend on the publishers' model type.
 SHARED = "—"
 #: Table 4's network (100, 50) tanh; the DP publishers' networks with the learner's DP-SGD
-#: defaults (batch ≈ n/3, Adam with a learning rate from public inputs, 30 epochs), everything
-#: else with Table 4's schedule (30 epochs, Adam 1e-3, minibatch 100).  Own model: OwnLearner
+#: defaults (batch ≈ n/3, Adam with a learning rate from public inputs, 30 epochs), the DP FL
+#: clients with the same rule's learning rate (minibatch 100), everything else with Table 4's
+#: schedule (30 epochs, Adam 1e-3, minibatch 100).  Own model: OwnLearner
 #: ("auto"); CUSTOMIZE: the Customizer's defaults.
 SMALL_CONFIG = MethodConfig(dp_defaults=True)
 _SMOKE_CONFIG = MethodConfig(
@@ -289,8 +290,9 @@ def _notes(sizes: SmallSizes, *, seeds: int, repeats: int, fl_dp: str, smoke: bo
         "of the minority class (HI), 1 − MSE of log10 price scaled to [0, 1] (diamonds).  DP: "
         "ε = 1, δ = 1e-4 for every publisher and every FL client.  Networks: (100, 50) tanh; the "
         "DP publishers' with the DP-SGD defaults of `pubsubml.learners` (batch ≈ n/3, 30 epochs, "
-        "Adam, C = 1, learning rate from public inputs), every other network (Joint, FL clients, "
-        "PubSub-ML*) with Table 4's schedule: Adam 1e-3, 30 epochs, minibatch 100.  Own: "
+        "Adam, C = 1, learning rate from public inputs); the DP FL clients with the same rule's "
+        "learning rate and minibatches of 100; every other network (Joint, PubSub-ML*, the "
+        "fine-tuning of (F)) with Table 4's schedule: Adam 1e-3, 30 epochs, minibatch 100.  Own: "
         "OwnLearner(kind='auto'), the best of a network, a random forest and a logistic / ridge "
         "model by 5-fold CV on the subscriber's rows; PubSub-ML uses the same own learner inside "
         "CUSTOMIZE (Customizer defaults).  Publishers `mlp`: Table 4's network by DP-SGD; "

@@ -92,6 +92,7 @@ class StackingPersonalizer(Customizer):
             task=task,
             own_model=own_model,
             fusion_model=fusion_model,
+            cv="holdout",  # the paper's Train / Meta Train split (or all rows when pooled)
             top_m=top_m,
             selection_metric=selection_metric,
             train_split=train_split,

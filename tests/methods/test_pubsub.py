@@ -339,6 +339,18 @@ def test_pure_noise_publishers_leave_own(hyperplane: dict[str, Any]) -> None:
     assert abs(c.score(Xt, yt) - own_acc) <= 0.005
     assert c.fusion_weights_["own"] > 0
     assert all(abs(w) < 0.1 for k, w in c.fusion_weights_.items() if k != "own")
+    # The one-standard-error rule, passed as a StackedFusion: its shape comes from the data.
+    from pubsubml.methods import StackedFusion
+
+    cons = Customizer(
+        models=h["noise"],
+        schema=h["schema"],
+        fusion_model=StackedFusion(rule="1se"),
+        random_state=0,
+    ).fit(Xs, ys)
+    assert cons.stacked_ and cons.fusion_model_.rule == "1se"
+    assert cons.fusion_model_.penalty_ >= c.fusion_model_.penalty_
+    assert abs(cons.score(Xt, yt) - own_acc) <= 0.005
 
 
 def test_publisher_with_a_feature_the_subscriber_lacks_lifts_above_own() -> None:
@@ -410,6 +422,38 @@ def test_stacked_fusion_infinite_penalty_is_the_own_model() -> None:
     np.testing.assert_allclose(f.predict_proba(np.hstack([own, noise]))[:, 1], p_own)
     g = StackedFusion(block_width=2, random_state=0).fit(np.hstack([own, noise]), y)
     assert g.weights_[0] > 0.5 and abs(g.weights_[1]) < 0.2 and np.isinf(g.penalty_) == g.fallback_
+
+
+def test_penalty_rules_one_standard_error_keeps_the_simpler_model() -> None:
+    from pubsubml.methods.fusion import choose_penalty
+
+    rng = np.random.default_rng(6)
+    base = rng.exponential(0.6, 400)
+    # λ = 0.01 gains 0.01 nats on average, far less than the per-row noise of the difference.
+    small_gain = {0.01: base - 0.01 + rng.normal(0, 0.3, 400), 1.0: base, np.inf: base + 0.001}
+    assert choose_penalty(small_gain, "min") == 0.01
+    assert np.isinf(choose_penalty(small_gain, "1se"))
+    # A gain of 0.2 nats on every row is far beyond one SE: both rules take it.
+    large_gain = {0.01: base - 0.2 + rng.normal(0, 0.01, 400), np.inf: base}
+    assert choose_penalty(large_gain, "min") == choose_penalty(large_gain, "1se") == 0.01
+    with pytest.raises(ValueError, match="unknown rule"):
+        choose_penalty(large_gain, "max")
+
+
+def test_stacked_fusion_rule_is_validated_and_recorded() -> None:
+    from pubsubml.methods import StackedFusion
+    from pubsubml.methods.fusion import centred_log_odds
+
+    rng = np.random.default_rng(7)
+    p = rng.uniform(0.05, 0.95, 200)
+    y = (rng.random(200) < p).astype(int)
+    M = np.hstack([centred_log_odds(np.column_stack([1 - p, p])), rng.normal(size=(200, 2))])
+    with pytest.raises(ValueError, match="unknown rule"):
+        StackedFusion(block_width=2, rule="best").fit(M, y)
+    f = StackedFusion(block_width=2, rule="1se", random_state=0).fit(M, y)
+    g = StackedFusion(block_width=2, rule="min", random_state=0).fit(M, y)
+    assert f.cv_losses_ == g.cv_losses_  # the same folds and fits; only the choice differs
+    assert f.penalty_ >= g.penalty_
 
 
 def test_regression_stacked_on_public_target_bounds() -> None:

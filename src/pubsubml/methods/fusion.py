@@ -34,7 +34,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-__all__ = ["DEFAULT_PENALTIES", "StackedFusion", "centred_log_odds"]
+__all__ = [
+    "DEFAULT_PENALTIES",
+    "PENALTY_RULES",
+    "StackedFusion",
+    "centred_log_odds",
+    "choose_penalty",
+]
+
+PENALTY_RULES: tuple[str, ...] = ("min", "1se")
+"""How the CV losses choose λ: ``"1se"`` the strongest penalty within one standard error of the
+best (Breiman et al. 1984, §3.4.3; Hastie, Tibshirani & Friedman 2009, §7.10), ``"min"`` the
+best."""
 
 DEFAULT_PENALTIES: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, math.inf)
 """λ grid: per-row penalty strengths from negligible to one that leaves a weight of 1 costing as
@@ -49,6 +60,50 @@ def centred_log_odds(proba: np.ndarray, floor: float = 1e-3) -> np.ndarray:
     """
     logp = np.log(np.clip(np.asarray(proba, dtype=np.float64), floor, 1.0))
     return logp - logp.mean(axis=-1, keepdims=True)
+
+
+def choose_penalty(row_losses: dict[float, np.ndarray], rule: str = "min") -> float:
+    """The penalty the held-out losses pick.
+
+    Parameters
+    ----------
+    row_losses : dict of float to ndarray of shape (n_samples,)
+        Each row's held-out loss at each λ (every row held out once).
+    rule : {"min", "1se"}, default="min"
+        ``"min"``: the λ with the lowest mean loss.  ``"1se"``: the largest λ whose mean loss
+        exceeds the lowest by at most one standard error of the paired per-row difference
+        (the one-standard-error rule; the pairing removes the rows' common difficulty).  On a
+        few hundred rows the lowest CV loss is itself noisy; the rule keeps the simpler model,
+        at the limit the own model alone (λ = ∞), unless the publishers' gain is larger than
+        that noise.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> rows = {0.1: np.array([0.5, 0.7, 0.6, 0.8]), math.inf: np.array([0.55, 0.7, 0.6, 0.8])}
+    >>> choose_penalty(rows, "min"), choose_penalty(rows, "1se")
+    (0.1, inf)
+    """
+    means = {lam: float(v.mean()) for lam, v in row_losses.items()}
+    low = min(means.values())
+    # Ties (within float noise) go to the stronger penalty: the simpler model.
+    best = max(lam for lam, v in means.items() if v <= low + 1e-12)
+    if rule == "min":
+        return best
+    if rule != "1se":
+        raise ValueError(f"unknown rule {rule!r}; choose one of {list(PENALTY_RULES)}")
+    base = row_losses[best]
+    n = len(base)
+
+    def within(lam: float) -> bool:
+        diff = row_losses[lam] - base
+        se = float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+        return float(diff.mean()) <= se + 1e-12
+
+    return max(lam for lam in row_losses if lam >= best and within(lam))
 
 
 class StackedFusion(BaseEstimator):
@@ -66,6 +121,10 @@ class StackedFusion(BaseEstimator):
         The λ grid (default :data:`DEFAULT_PENALTIES`).
     cv : int, default=5
         Folds of the internal choice of λ (stratified for classification).
+    rule : {"min", "1se"}, default="min"
+        How the held-out losses choose λ (:func:`choose_penalty`): the lowest mean loss, or the
+        one-standard-error rule, which falls back to the own model more often (fewer small
+        losses, also fewer gains: see ``docs/customization.md``).
     random_state : int, RandomState or None
 
     Attributes
@@ -99,6 +158,7 @@ class StackedFusion(BaseEstimator):
         own_first: bool = True,
         penalties: Sequence[float] | None = None,
         cv: int = 5,
+        rule: str = "min",
         random_state: int | np.random.RandomState | None = None,
     ) -> None:
         self.task = task
@@ -106,6 +166,7 @@ class StackedFusion(BaseEstimator):
         self.own_first = own_first
         self.penalties = penalties
         self.cv = cv
+        self.rule = rule
         self.random_state = random_state
 
     # ---- one fit at a given λ -------------------------------------------------------------
@@ -180,11 +241,12 @@ class StackedFusion(BaseEstimator):
             return np.einsum("nmk,m->nk", self._blocks(M), w) + b
         return M @ w + b[0]
 
-    def _loss(self, M: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray) -> float:
+    def _row_losses(self, M: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Each row's log-loss (classification) or squared error (regression)."""
         raw = self._raw(M, w, b)
         if self.task == "classification":
-            return float(-np.mean(log_softmax(raw, axis=1)[np.arange(len(y)), y]))
-        return float(np.mean((raw - y) ** 2))
+            return np.asarray(-log_softmax(raw, axis=1)[np.arange(len(y)), y])
+        return np.asarray((raw - y) ** 2)
 
     # ---- estimator API ----------------------------------------------------------------------
     def fit(self, M: Any, y: Any) -> StackedFusion:
@@ -205,6 +267,8 @@ class StackedFusion(BaseEstimator):
             raise ValueError(f"penalties must be >= 0, got {grid}")
         if not self.own_first:
             grid = [p for p in grid if not math.isinf(p)] or [1.0]
+        if self.rule not in PENALTY_RULES:
+            raise ValueError(f"unknown rule {self.rule!r}; choose one of {list(PENALTY_RULES)}")
         clf = self.task == "classification"
         y = np.asarray(y, dtype=np.int64 if clf else np.float64).reshape(-1)
         if clf and self.block_width == 1:
@@ -227,16 +291,16 @@ class StackedFusion(BaseEstimator):
             splits = list(splitter.split(M, y))
             # From the strongest penalty down, each fold's solution warm-starts the next λ.
             warm: list[np.ndarray | None] = [None] * len(splits)
+            rows: dict[float, np.ndarray] = {}
             for lam in sorted(grid, reverse=True):
-                held = []
+                held = np.empty(len(y))
                 for i, (train, test) in enumerate(splits):
                     w, b = self._fit_at(M[train], y[train], lam, warm[i])
                     warm[i] = np.concatenate([w, b])
-                    held.append(self._loss(M[test], y[test], w, b) * len(test))
-                losses[lam] = float(np.sum(held) / len(y))
-            best = min(losses.values())
-            # Ties (within float noise) go to the stronger penalty: the simpler model.
-            penalty = max(lam for lam, v in losses.items() if v <= best + 1e-12)
+                    held[test] = self._row_losses(M[test], y[test], w, b)
+                rows[lam] = held
+                losses[lam] = float(held.mean())
+            penalty = choose_penalty(rows, self.rule)
         else:
             penalty = grid[-1] if len(grid) == 1 else max(grid)
         w, b = self._fit_at(M, y, penalty)

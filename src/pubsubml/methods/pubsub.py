@@ -89,8 +89,9 @@ class Customizer(TaskEstimatorMixin, BaseEstimator):
         publishers that carry nothing leave C^s equal to M^s.  ``"linear"`` is the paper's input
         layer fully connected to the output layer (§7.2) on probabilities: an L2 multinomial
         logistic regression with C = 1 (classification) or a ridge regression; ``"forest"`` a
-        random-forest meta-model (pfl-stacking.txt §4).  An estimator is cloned and fitted on
-        probabilities.
+        random-forest meta-model (pfl-stacking.txt §4).  A ``StackedFusion`` instance is the
+        stacked fusion with its options (e.g. ``StackedFusion(rule="1se")``; its shape is set
+        from the data); any other estimator is cloned and fitted on probabilities.
     cv : int or "holdout", default=5
         Cross-fitting folds (stratified for classification); ``"holdout"`` is the paper's
         Tra/Cus split.
@@ -290,6 +291,8 @@ class Customizer(TaskEstimatorMixin, BaseEstimator):
 
     def _fusion_kind(self) -> str | None:
         spec = self.fusion_model
+        if isinstance(spec, StackedFusion):
+            return "stacked"
         if isinstance(spec, str):
             if spec != "stacked" and spec not in FUSION_MODELS:
                 raise ValueError(
@@ -308,6 +311,8 @@ class Customizer(TaskEstimatorMixin, BaseEstimator):
         if isinstance(spec, str):
             return FUSION_MODELS[spec](self.task, seed)
         est = clone(spec)
+        if isinstance(est, StackedFusion):  # its options kept; its shape set from the data
+            est.set_params(task=self.task, block_width=width, own_first=has_own)
         if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
             est.set_params(random_state=seed)
         return est

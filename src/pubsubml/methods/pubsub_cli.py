@@ -28,7 +28,7 @@ from pubsubml.methods.bench_cli import (
     run_experiment_command,
 )
 
-__all__ = ["BENCHMARKS", "SMALL_BENCHMARK", "register"]
+__all__ = ["BENCHMARKS", "CEILING_BENCHMARK", "SMALL_BENCHMARK", "register"]
 
 BENCHMARKS = (
     "pubsub-models",
@@ -38,6 +38,7 @@ BENCHMARKS = (
     "pubsub-scenarios",
 )
 SMALL_BENCHMARK = "pubsub-small"
+CEILING_BENCHMARK = "pubsub-small-ceiling"
 _FL_DP_HELP = (
     "Where the FL baselines add noise: 'local' (DP-SGD at every client, the paper) or 'central' "
     "(at the server, per client)."
@@ -129,6 +130,24 @@ def _small_command(
     _run_small(out_dir=out_dir, seeds=seeds, repeats=repeats, jobs=jobs, smoke=smoke, fl_dp=fl_dp)
 
 
+def _ceiling_command(
+    seeds: Annotated[int, typer.Option(help="Seeds; the sites of pubsub-small's seeds.")] = 5,
+    jobs: Annotated[int, typer.Option(help="Worker processes for independent tasks.")] = 1,
+    smoke: SmokeOption = False,
+    out_dir: OutDirOption = DEFAULT_OUT_DIR,
+) -> None:
+    """Run the pubsub-small-ceiling experiment: PubSub-ML against what its DP publishers carry
+    (writes docs/results/pubsub-small-ceiling.*)."""
+    from pubsubml.sim.pubsub_experiments import RunOptions, run_experiment
+
+    if seeds < 1 or jobs < 1:
+        fail("need --seeds >= 1, --jobs >= 1")
+    opts = RunOptions(seeds=seeds, jobs=jobs, smoke=smoke)
+    name = CEILING_BENCHMARK
+    written = run_experiment_command(name, lambda: run_experiment(name, out_dir, opts), out_dir)
+    typer.echo(f"{name}: wrote {', '.join(str(p) for p in written)}")
+
+
 def register(bench_app: typer.Typer) -> None:
     """Add every ``pubsub-*`` benchmark of this module to the ``bench`` group.
 
@@ -141,3 +160,4 @@ def register(bench_app: typer.Typer) -> None:
     """
     register_commands(bench_app, BENCHMARKS, _command)
     bench_app.command(SMALL_BENCHMARK)(_small_command)
+    bench_app.command(CEILING_BENCHMARK)(_ceiling_command)

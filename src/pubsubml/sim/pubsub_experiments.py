@@ -37,6 +37,7 @@ from pubsubml.sim.pubsub_scenarios import (
     with_budgets,
     with_learners,
 )
+from pubsubml.sim.pubsub_small_ceiling import run_ceiling
 from pubsubml.sim.pubsub_small_experiment import run_small
 from pubsubml.sim.runner import Record, mean_se_label, run_grid, summarize, write_results
 
@@ -412,6 +413,17 @@ def run_small_subscriber(out_dir: Path, opts: RunOptions) -> list[Path]:
     )
 
 
+def run_small_ceiling(out_dir: Path, opts: RunOptions) -> list[Path]:
+    """What a small subscriber's DP publishers carry: PubSub-ML against a test-chosen ceiling
+    (pubsub-ml.txt §1, §4 Step 4); ``opts.folds`` unused.
+
+    See :func:`pubsubml.sim.pubsub_small_ceiling.run_ceiling`.
+    """
+    return run_ceiling(
+        out_dir, seeds=opts.seeds, jobs=opts.jobs, smoke=opts.smoke, progress=opts.progress
+    )
+
+
 EXPERIMENTS: dict[str, Callable[[Path, RunOptions], list[Path]]] = {
     "pubsub-scenarios": run_scenarios,
     "pubsub-privacy": run_privacy,
@@ -419,6 +431,7 @@ EXPERIMENTS: dict[str, Callable[[Path, RunOptions], list[Path]]] = {
     "pubsub-regression": run_regression,
     "pubsub-nonprivate": run_nonprivate,
     "pubsub-small": run_small_subscriber,
+    "pubsub-small-ceiling": run_small_ceiling,
 }
 
 

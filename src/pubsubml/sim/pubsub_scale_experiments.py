@@ -37,9 +37,9 @@ FL_ORDER = ("FedAvg(V)", "FedAvg(F)", "FedProx(V)", "FedProx(F)", "FedAdam(V)", 
 OWN_NOTE = (
     "Own is the subscriber's non-private own model (`OwnLearner(kind='auto')`: a network, a "
     "random forest or a logistic model chosen by 5-fold cross-validation) on its whole 80 % fit "
-    "part, as `pubsubml.sim.pubsub_methods.evaluate_fold` scores it; Own (Tra) is the own model "
-    "inside the customization, trained on Tra only (60 % of the data; the other 20 % is Cus, "
-    "where f_c is fitted), the candidate PubSub-ML fuses with the subscribed models."
+    "part, as `pubsubml.sim.pubsub_methods.evaluate_fold` scores it; Own (M^s) is the own model "
+    "inside the customization (the same learner, cross-fitted on the fit part and refit on all "
+    "of it, with the Customizer's seed), the candidate PubSub-ML fuses with the subscribed models."
 )
 # pubsub-ml.txt Table 6 (seconds, the paper's GPU machine, one subscriber).
 PAPER_TABLE6 = {"All": 185, "Top-100": 143, "Top-50": 138, "Top-10": 135, "FL(V)": 683}
@@ -64,7 +64,7 @@ def run_selection(
         description="pubsub-selection",
     )
     scored = table[table["method"] != "publishers"]
-    order = [config_label(m) for m in sizes.top_ms] + ["Own", "Own (Tra)", *FL_ORDER]
+    order = [config_label(m) for m in sizes.top_ms] + ["Own", "Own (M^s)", *FL_ORDER]
     summary = order_rows(summarize(scored, ["method"]), "method", order)
 
     rows = []
@@ -159,7 +159,7 @@ def run_publishers(
     )
     pubsub = table[table["method"] == "PubSub-ML"]
     curve = summarize(pubsub, ["n_publishers", "method"])
-    own = summarize(table[table["method"].isin(["Own", "Own (Tra)"])], ["method"])
+    own = summarize(table[table["method"].isin(["Own", "Own (M^s)"])], ["method"])
     summary = pd.concat([curve, own], ignore_index=True)
     summary["n_publishers"] = [*curve["n_publishers"].astype(int).astype(str)] + ["—"] * len(own)
     summary.insert(

@@ -188,10 +188,11 @@ def customize_records(
 ) -> list[Record]:
     """Customize with All / Top-m of ``models`` and score on ``test``; one record per config.
 
-    Timings follow Table 6: ``select_s`` is scoring every candidate on Cus and ranking them
-    (0 for All, which selects nothing; its outputs on Cus are part of ``fuse_s``), ``fuse_s``
-    the own model, m(x) where not already computed, and f_c.  ``own=True`` adds the record
-    ``"Own (Tra)"``: the Customizer's own model M^s alone, trained on Tra (60% of the data).
+    Timings follow Table 6: ``select_s`` is scoring every candidate on the fusion rows and
+    ranking them (0 for All, which selects nothing; its outputs are part of ``fuse_s``),
+    ``fuse_s`` the own model, m(x) where not already computed, and f_c.  ``own=True`` adds the
+    record ``"Own (M^s)"``: the Customizer's own model M^s alone (cross-fitted, then refit on
+    all of ``fit``).
     """
     X_fit, y_fit = fit
     X_test, y_test = test
@@ -221,7 +222,7 @@ def customize_records(
         if own_score is None and c.own_model_ is not None:
             own_score = float(np.mean(c.own_model_.predict(X_test) == y_test))
     if own:
-        out.append({"method": "Own (Tra)", "score": own_score, "n_models": 1})
+        out.append({"method": "Own (M^s)", "score": own_score, "n_models": 1})
     return out
 
 
@@ -268,7 +269,7 @@ def selection_fold(seed: int, fold: int, *, size: str = "full", fl: bool = True)
     for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True)):
         received, t_load = pull_models(hub, keys, f"s{j}")
         for r in customize_records(received, fit, test, sizes.top_ms, seed=seed + j):
-            if r["method"] != "Own (Tra)":
+            if r["method"] != "Own (M^s)":
                 r["load_s"] = t_load
                 r["total_s"] = t_load + r["select_s"] + r["fuse_s"]
             records.append({"subscriber": f"s{j}", **r})

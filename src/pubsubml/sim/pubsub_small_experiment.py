@@ -51,6 +51,7 @@ __all__ = [
     "SHARED_METHODS",
     "SMALL_CONFIG",
     "SMALL_METHODS",
+    "SMOKE_CONFIG",
     "paired_differences",
     "run_small",
     "small_task",
@@ -71,7 +72,7 @@ SHARED = "—"
 #: schedule (30 epochs, Adam 1e-3, minibatch 100).  Own model: OwnLearner
 #: ("auto"); CUSTOMIZE: the Customizer's defaults.
 SMALL_CONFIG = MethodConfig(dp_defaults=True)
-_SMOKE_CONFIG = MethodConfig(
+SMOKE_CONFIG = MethodConfig(
     hidden_layer_sizes=(8,), epochs=1, fl_rounds=1, fine_tune_epochs=1, dp_defaults=True
 )
 _KEYS = ["dataset", "n_sub", "publisher", "method"]
@@ -105,7 +106,7 @@ def small_task(
         ``n_publishers``, ``publisher_rows`` (their total) and ``test_rows`` added.
     """
     scenario = small_scenario(dataset, n_sub, seed=seed, sizes=_sizes(smoke))
-    config = replace(_SMOKE_CONFIG if smoke else SMALL_CONFIG, fl_dp=fl_dp)
+    config = replace(SMOKE_CONFIG if smoke else SMALL_CONFIG, fl_dp=fl_dp)
     assert scenario.test is not None
     info = {
         "n_publishers": len(scenario.publishers),

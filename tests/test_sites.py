@@ -12,7 +12,12 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from pubsubml.artifacts import ModelCard
-from pubsubml.errors import PrivacyBudgetExceededError, PrivacyError, SignatureError
+from pubsubml.errors import (
+    DuplicateReleaseError,
+    PrivacyBudgetExceededError,
+    PrivacyError,
+    SignatureError,
+)
 from pubsubml.hub import LocalHub
 from pubsubml.learners.mlp import DPMLPClassifier
 from pubsubml.methods import Customizer, published_runner
@@ -88,6 +93,24 @@ def test_publish_charges_the_ledger_before_the_model_leaves() -> None:
     # Publishing the same model again charges nothing more and gives the same id.
     assert site.publish(model, hub, scope=["2024-01"]) == mid
     assert len(site.ledger.releases) == 1 and len(hub) == 1
+
+
+def test_a_reused_release_id_for_another_model_is_refused() -> None:
+    # Two different ε-DP models on the same rows compose: reusing the id must not hide the second.
+    site = _site("pub")
+    hub = LocalHub()
+    first, second = _dp_model(seed=0), _dp_model(seed=1)
+    site.publish(first, hub, release_id="weekly")
+    spent = site.ledger.spent_epsilon()
+    with pytest.raises(DuplicateReleaseError, match="already charged for another release"):
+        site.publish(second, hub, release_id="weekly")
+    assert site.ledger.spent_epsilon() == spent and len(hub) == 1
+    with pytest.raises(DuplicateReleaseError):  # the same model on another scope is new too
+        site.publish(first, hub, release_id="weekly", scope=["2024-02"])
+    # The identical release is idempotent; under its own id the second model is charged.
+    site.publish(first, hub, release_id="weekly")
+    site.publish(second, hub, release_id="weekly-2")
+    assert len(site.ledger.releases) == 2 and site.ledger.spent_epsilon() > spent
 
 
 def test_publish_over_budget_publishes_nothing() -> None:

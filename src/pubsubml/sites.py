@@ -18,7 +18,7 @@ from typing import Any, Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from pubsubml.artifacts import PublishedModel, export_model, generate_signing_key, key_id
-from pubsubml.errors import NotFoundError, PrivacyError
+from pubsubml.errors import DuplicateReleaseError, NotFoundError, PrivacyError
 from pubsubml.hub import FeedItem, Hub
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.schema import Channel, FeatureSchema
@@ -125,11 +125,13 @@ class Site:
             The estimator recorded no DP events (a non-private model is never published).
         PrivacyBudgetExceededError
             The release would exceed the site's budget: nothing is charged, nothing published.
+        DuplicateReleaseError
+            ``release_id`` is already charged for a different model, events or scope.
 
         Notes
         -----
-        Publishing the same model again charges nothing more (same release) and the hub returns
-        the same id.  If the hub fails after the charge, the charge stays: the ledger errs on the
+        Publishing the same model again charges nothing more (same release: same model id, DP
+        events and scope) and the hub returns the same id.  If the hub fails after the charge, the charge stays: the ledger errs on the
         side of having released.
         """
         events = list(getattr(estimator, "privacy_events_", None) or [])
@@ -148,14 +150,24 @@ class Site:
             schema=schema,
         )
         rid = release_id or artifact.card.model_id
-        if not any(r.release_id == rid for r in self.ledger.releases):
-            self.ledger.charge(
-                Release(
-                    release_id=rid,
-                    description=f"model {artifact.card.model_id} published by {self.name}",
-                    events=tuple(events),
-                    scope=None if scope is None else tuple(scope),
-                )
+        release = Release(
+            release_id=rid,
+            description=f"model {artifact.card.model_id} published by {self.name}",
+            events=tuple(events),
+            scope=None if scope is None else tuple(scope),
+        )
+        charged = next((r for r in self.ledger.releases if r.release_id == rid), None)
+        if charged is None:
+            self.ledger.charge(release)
+        elif (charged.description, charged.events, charged.scope) != (
+            release.description,
+            release.events,
+            release.scope,
+        ):
+            raise DuplicateReleaseError(
+                f"site {self.name!r}: release id {rid!r} is already charged for another release "
+                f"({charged.description}); a different model, DP events or scope is a new "
+                "release and needs its own id; nothing was charged or published"
             )
         model_id = hub.publish(artifact.card, artifact.weights)
         if model_id not in self.published:

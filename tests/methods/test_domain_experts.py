@@ -13,7 +13,7 @@ import torch
 from dp_accounting import rdp as rdp_lib
 from torch import nn
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.methods.domain_experts import DomainExpertsFL
 from pubsubml.methods.domain_experts_finetune import fine_tune
 from pubsubml.methods.domain_experts_gate import (
@@ -220,6 +220,8 @@ def test_bad_input_raises() -> None:
         DomainExpertsFL(schema=SCHEMA, algorithm=3).fit(users)  # type: ignore[arg-type]
     with pytest.raises(DataValidationError):
         DomainExpertsFL(schema=SCHEMA).fit([])
+    with pytest.raises(LabelError, match="public label set"):  # DP: never from private labels
+        DomainExpertsFL(schema=SCHEMA, rounds=2, batch_size=5).fit(users)
     m = DomainExpertsFL(schema=SCHEMA, rounds=2, batch_size=5, dp=False).fit(users)
     with pytest.raises(DataValidationError, match="unknown user"):
         m.predict(users[0][0], user=1)

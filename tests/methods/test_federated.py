@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pubsubml.errors import LabelError
 from pubsubml.methods import DPFedAvg, hyperplane_chunks, hyperplane_schema
 from pubsubml.methods.federated import client_schedule
 from pubsubml.privacy import compute_epsilon
@@ -127,3 +128,12 @@ def test_regression_and_bad_input() -> None:
     assert reg.predict(clients[0][0]).shape == (60,)
     with pytest.raises(ValueError, match="client_fraction"):
         DPFedAvg(schema=SCHEMA, client_fraction=0.0).fit(clients)
+
+
+@pytest.mark.parametrize("dp", [True, "central"])
+def test_dp_needs_the_public_label_set(dp: bool | str) -> None:
+    clients = _clients(3, 40)
+    with pytest.raises(LabelError, match="public label set"):
+        DPFedAvg(schema=SCHEMA, rounds=1, dp=dp, target_delta=1e-3).fit(clients)
+    plain = DPFedAvg(schema=SCHEMA, rounds=1, dp=False, hidden_layer_sizes=(4,)).fit(clients)
+    assert plain.classes_.tolist() == [0, 1]  # without DP the clients' labels may be read

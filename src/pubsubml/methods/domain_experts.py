@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.methods.domain_experts_gate import general_gradients, mixture_loss, mixture_output
 from pubsubml.methods.federated import client_schedule
@@ -54,7 +54,8 @@ class DomainExpertsFL(BaseEstimator):
         Public schema shared by all users (inputs scaled by its public bounds).
     task : {"classification", "regression"}, default="classification"
     classes : sequence, optional
-        Public label set (default: the union of the users' labels, which is not private-safe).
+        Public label set; required with DP (the labels present in private data can leak).
+        Without DP it defaults to the union of the users' labels.
     algorithm : {1, 2}, default=2
         1: send the clipped gradient of the mixture loss (the gate suppresses it); 2: send the
         clipped gradient of M_G's own loss regardless of the gate (§3.2.1).
@@ -249,6 +250,11 @@ class DomainExpertsFL(BaseEstimator):
         """
         self._check_params(len(users))
         if self.task == "classification":
+            if self.dp and self.classes is None:
+                raise LabelError(
+                    "DomainExpertsFL with DP needs the public label set, e.g. classes=[0, 1]: "
+                    "reading it from the users' labels would leak which labels occur"
+                )
             self.classes_ = (
                 np.unique(np.concatenate([np.asarray(y).reshape(-1) for _, y in users]))
                 if self.classes is None

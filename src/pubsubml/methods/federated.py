@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.methods.federated_finetune import GlobalModelMixin, fine_tune
 from pubsubml.privacy.accountant import PrivacyAccountant, check_delta
@@ -142,7 +142,8 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         Public schema shared by all clients (inputs are scaled by its public bounds).
     task : {"classification", "regression"}, default="classification"
     classes : sequence, optional
-        Public label set (default: the union of the clients' labels, which is not private-safe).
+        Public label set; required with DP (the labels present in private data can leak).
+        Without DP it defaults to the union of the clients' labels.
     hidden_layer_sizes : tuple of int, default=(100, 50)
     activation : {"tanh", "relu", "sigmoid"}, default="tanh"
     rounds : int, default=30
@@ -263,7 +264,7 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
 
     # ---- training -------------------------------------------------------------------------
     def _encode_clients(
-        self, clients: Sequence[Client]
+        self, clients: Sequence[Client], private: bool = False
     ) -> tuple[list[torch.Tensor], list[torch.Tensor], np.ndarray | None]:
         if not isinstance(self.schema, FeatureSchema):
             raise TypeError("schema must be a FeatureSchema (inputs use its public bounds)")
@@ -273,6 +274,11 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         pairs = [(len(X), y) for X, (_, y) in zip(Xs, clients, strict=True)]
         if self.task != "classification":
             return Xs, [torch.from_numpy(check_regression_targets(y, n)) for n, y in pairs], None
+        if private and self.classes is None:
+            raise LabelError(
+                f"{type(self).__name__} with DP needs the public label set, e.g. classes=[0, 1]: "
+                "reading it from the clients' labels would leak which labels occur"
+            )
         labels = (
             np.unique(np.concatenate([np.asarray(y).reshape(-1) for _, y in clients]))
             if self.classes is None
@@ -325,7 +331,7 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
             raise ValueError(f"dp must be True, False, 'local' or 'central', got {self.dp!r}")
         if mode != "none" and not self.max_grad_norm > 0:
             raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
-        Xs, ys, classes = self._encode_clients(clients)
+        Xs, ys, classes = self._encode_clients(clients, private=mode != "none")
         N, q, ns = len(Xs), float(self.client_fraction), [len(X) for X in Xs]
         per_round = max(1, round(q * N))
         schedule = client_schedule(N, per_round, self.rounds, self.random_state)

@@ -73,21 +73,33 @@ def test_logistic_regression_data_norm_comes_from_the_schema() -> None:
 def test_logistic_regression_trains_on_unit_norm_rows_and_folds_the_scale() -> None:
     clf = _model(DPLogisticRegression).fit(X, Y)
     Z = SCHEMA.encode(X).astype(np.float64)
-    scaled = Z / math.sqrt(len(SCHEMA))
+    # The intercept is a constant public feature inside the regulariser (Chaudhuri et al.'s
+    # proof needs every weight regularised): rows [z, 1] / sqrt(bound² + 1), no free intercept.
+    norm = math.hypot(math.sqrt(len(SCHEMA)), 1.0)
+    rows = np.hstack([Z, np.ones((len(Z), 1))]) / norm
     codes = np.asarray([CLASSES.index(v) for v in Y])
 
     reference = fit_one_vs_rest(
         DiffprivlibLogisticRegression(
-            epsilon=1.0, data_norm=1.0, random_state=0, accountant=BudgetAccountant()
+            epsilon=1.0,
+            data_norm=1.0,
+            fit_intercept=False,
+            random_state=0,
+            accountant=BudgetAccountant(),
         ),
-        scaled,
+        rows,
         codes,
         3,
     )
 
-    assert np.all(np.linalg.norm(scaled, axis=1) <= 1.0 + 1e-12)
-    np.testing.assert_allclose(clf.estimator_.coef_ * clf.data_norm_, reference.coef_, rtol=1e-12)
-    np.testing.assert_allclose(clf.predict_proba(X), reference.predict_proba(scaled), atol=1e-12)
+    assert np.all(np.linalg.norm(rows, axis=1) <= 1.0 + 1e-12)
+    np.testing.assert_allclose(clf.estimator_.coef_ * norm, reference.coef_[:, :-1], rtol=1e-12)
+    np.testing.assert_allclose(clf.estimator_.intercept_ * norm, reference.coef_[:, -1], rtol=1e-12)
+    np.testing.assert_allclose(clf.predict_proba(X), reference.predict_proba(rows), atol=1e-12)
+    assert clf.estimator_.n_features_in_ == Z.shape[1]
+    # Without an intercept the rows are only divided by the public bound.
+    plain = _model(DPLogisticRegression, fit_intercept=False).fit(X, Y)
+    assert np.all(plain.estimator_.intercept_ == 0.0)
 
 
 def _one_hot_heavy(n: int, seed: int) -> tuple[FeatureSchema, pd.DataFrame, np.ndarray]:

@@ -46,6 +46,9 @@ class DPLogisticRegression(DiffprivlibClassifier):
     C : float, default=1.0
         Inverse regularization strength.
     fit_intercept : bool, default=True
+        Add an intercept, fitted as the weight of a constant public feature and regularised
+        like every other weight (objective perturbation's guarantee needs a strongly convex
+        regulariser on all parameters: see Notes).
     max_iter : int, default=100
     tol : float, default=1e-4
     random_state : int, RandomState or None
@@ -79,6 +82,14 @@ class DPLogisticRegression(DiffprivlibClassifier):
     majority rate at ε = 1).  Dividing the rows by the exact public bound and training at
     ``data_norm=1`` keeps the guarantee (every row still has norm ≤ 1, from public bounds only)
     and the model useful.
+
+    Chaudhuri, Monteleoni & Sarwate's proof (Theorem 6; also Kifer, Smith & Thakurta 2012)
+    needs the regulariser to be strongly convex in *every* parameter.  diffprivlib's
+    ``fit_intercept=True`` leaves the intercept out of scikit-learn's L2 term (it only widens
+    the row-norm bound to ``sqrt(data_norm² + 1)``), so that objective is flat along the
+    intercept and the stated ε is not covered by the proof.  Here diffprivlib always runs with
+    ``fit_intercept=False`` on rows ``[z, 1] / sqrt(bound² + 1)`` (norm ≤ 1): the intercept is
+    the constant feature's weight, inside the regulariser, and the guarantee applies as proved.
 
     Each one-vs-rest problem is solved by diffprivlib's ``_logistic_regression_path`` exactly
     as ``diffprivlib.models.LogisticRegression.fit`` does, but over the declared classes rather
@@ -143,19 +154,32 @@ class DPLogisticRegression(DiffprivlibClassifier):
         return float(norm)
 
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
-        scale = 1.0 / self._public_data_norm()
+        Z = np.asarray(Z, dtype=np.float64)
+        bound = self._public_data_norm()
+        # The intercept is the weight of a constant public feature, regularised like the others:
+        # rows [z, 1] of norm ≤ sqrt(bound² + 1), scaled to norm ≤ 1 (see Notes).
+        scale = 1.0 / (math.hypot(bound, 1.0) if self.fit_intercept else bound)
+        X = Z * scale
+        if self.fit_intercept:
+            X = np.hstack([X, np.full((len(Z), 1), scale)])
         model = LogisticRegression(
             epsilon=epsilon,
             data_norm=1.0,
             tol=self.tol,
             C=self.C,
-            fit_intercept=self.fit_intercept,
+            fit_intercept=False,
             max_iter=self.max_iter,
             random_state=self.random_state,
             accountant=BudgetAccountant(),
         )
-        model = fit_one_vs_rest(model, np.asarray(Z, dtype=np.float64) * scale, codes, n_classes)
-        model.coef_ = model.coef_ * scale  # w·(s·z) = (s·w)·z: predicts on the encoded rows
+        model = fit_one_vs_rest(model, X, codes, n_classes)
+        w = model.coef_ * scale  # w·(s·z) = (s·w)·z: predicts on the encoded rows
+        if self.fit_intercept:
+            model.coef_, model.intercept_ = w[:, :-1], w[:, -1]
+            model.set_params(fit_intercept=True)  # the fitted function has an intercept
+        else:
+            model.coef_ = w
+        model.n_features_in_ = Z.shape[1]
         return model
 
     def fit(self, X: Any, y: Any) -> Self:

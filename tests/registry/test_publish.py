@@ -74,6 +74,11 @@ def test_filters(registry: Any) -> None:
     assert ids(features=["age"]) == [a1.card.model_id, b1.card.model_id]
     assert ids(min_epsilon=0.0, max_epsilon=1e-3) == []
     assert ids(max_epsilon=1e3) == [a1.card.model_id, b1.card.model_id]
+    delta = a1.card.privacy.delta
+    assert ids(max_epsilon=1e3, max_delta=delta) == [a1.card.model_id, b1.card.model_id]
+    assert ids(max_delta=delta / 10) == []
+    bad = registry.client.get("/v1/models", params={"max_delta": 2}, headers=registry.auth("c"))
+    assert bad.status_code == 422
 
 
 def test_onnx_artifact_accepted(registry: Any) -> None:
@@ -124,6 +129,9 @@ def _bad_cases(artifacts: Any, support: Any) -> dict[str, tuple[dict[str, Any], 
     big_delta["privacy"]["delta"] = 1.5
     zero_delta = artifacts.resign(
         good.card, good.weights, "a", privacy=support.privacy_record(delta=0.0, accountant="pure")
+    )
+    loose_delta = artifacts.resign(
+        good.card, good.weights, "a", privacy=support.privacy_record(delta=1e-3)
     )
     understated = artifacts.resign(
         good.card, good.weights, "a", privacy=support.privacy_record(epsilon=0.01)
@@ -220,6 +228,12 @@ def _bad_cases(artifacts: Any, support: Any) -> dict[str, tuple[dict[str, Any], 
             "invalid_privacy",
             "δ = 0",
         ),
+        "delta above the site's": (
+            {"card": loose_delta.card.to_json().encode(), "weights": loose_delta.weights},
+            422,
+            "invalid_privacy",
+            "exceeds the publisher's δ",
+        ),
         "understated epsilon": (
             {"card": understated.card.to_json().encode(), "weights": understated.weights},
             422,
@@ -275,6 +289,7 @@ CASES = [
     "epsilon <= 0",
     "delta >= 1",
     "delta = 0 with gaussian events",
+    "delta above the site's",
     "understated epsilon",
     "over budget",
     "publishing as another site",

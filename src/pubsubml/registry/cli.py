@@ -350,6 +350,9 @@ def models_list_command(
     ] = None,
     min_epsilon: Annotated[float | None, typer.Option(help="Lowest ε.")] = None,
     max_epsilon: Annotated[float | None, typer.Option(help="Highest ε.")] = None,
+    max_delta: Annotated[
+        float | None, typer.Option(help="Highest δ (the ε of a model is at its card's δ).")
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
@@ -361,6 +364,7 @@ def models_list_command(
             features=feature,
             min_epsilon=min_epsilon,
             max_epsilon=max_epsilon,
+            max_delta=max_delta,
         )
     table = Table("model id", "publisher", "task", "ε", "δ", "format", "features")
     for m in models:

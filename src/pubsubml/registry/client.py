@@ -383,7 +383,7 @@ class RegistryClient:
 
     def list_models(self, **filters: Any) -> list[dict[str, Any]]:
         """Models the caller may see (filters: publisher, task, features, min_epsilon, max_epsilon,
-        after, limit)."""
+        max_delta, after, limit)."""
         params = {k: v for k, v in filters.items() if v is not None}
         return list(self._json("GET", "/models", params=params)["models"])
 

@@ -111,13 +111,15 @@ def list_models(
     features: Sequence[str] = (),
     min_epsilon: float | None = None,
     max_epsilon: float | None = None,
+    max_delta: float | None = None,
     after: int = 0,
     limit: int = 100,
 ) -> ModelList:
     """Models the caller may see, in publication order, with optional filters.
 
     ``features`` keeps models whose inputs contain every listed feature; the ε range applies to
-    the ε recomputed by the registry.
+    the ε recomputed by the registry at the card's δ, so a privacy filter should bound both:
+    ``max_epsilon`` and ``max_delta``.
     """
     stmt = (
         select(ModelRow, SiteRow.name)
@@ -138,6 +140,8 @@ def list_models(
         stmt = stmt.where(ModelRow.epsilon >= min_epsilon)
     if max_epsilon is not None:
         stmt = stmt.where(ModelRow.epsilon <= max_epsilon)
+    if max_delta is not None:
+        stmt = stmt.where(ModelRow.delta <= max_delta)
     stmt = stmt.order_by(ModelRow.position).limit(limit)
     rows = [(r, n) for r, n in session.execute(stmt).all()]
     return ModelList(models=_publics(session, principal, rows, with_card=False))

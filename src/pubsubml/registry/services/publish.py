@@ -111,12 +111,14 @@ def parse_card(card_text: str | bytes) -> ModelCard:
         raise DataValidationError(f"malformed model card: {problems}") from None
 
 
-def _recompute_epsilon(card: ModelCard) -> float:
+def _recompute_epsilon(card: ModelCard, site_delta: float) -> float:
     """ε of the card's DP events, recomputed; refuse cards that claim less.
 
     At δ in (0, 1) the PLD accountant composes the events (tight).  δ = 0 is accepted only for
     pure ε-DP events (Laplace, or ``approx_dp`` with δ_i = 0, e.g. diffprivlib models), composed
-    by basic composition; any other event needs δ > 0.
+    by basic composition; any other event needs δ > 0.  The card's δ may not exceed the
+    publisher's δ budget ``site_delta``: a small ε at a large δ is not a small cost (ε = 0.28 at
+    δ = 0.3 can be ε ≈ 4.4 at δ = 1e-5), and the ε shown and filtered on is the card's.
     """
     record = card.privacy
     if not record.events or math.isinf(record.epsilon):
@@ -126,6 +128,11 @@ def _recompute_epsilon(card: ModelCard) -> float:
         )
     if not 0.0 <= record.delta < 1.0:
         raise InvalidPrivacyParameterError(f"δ must be in (0, 1), the card says {record.delta}")
+    if record.delta > site_delta:
+        raise InvalidPrivacyParameterError(
+            f"the card's δ = {record.delta:g} exceeds the publisher's δ = {site_delta:g}: state "
+            "the model's ε at a δ no larger than the site's"
+        )
     try:
         epsilon = account_epsilon(
             record.events, record.delta, "pure" if record.delta == 0.0 else "pld"
@@ -188,8 +195,8 @@ def prepare_publication(
     SchemaMismatchError
         Features outside the dictionary.
     InvalidPrivacyParameterError
-        No DP events, δ outside (0, 1) (δ = 0 only for pure ε-DP events), or a claimed ε below
-        the recomputed one.
+        No DP events, δ outside (0, 1) (δ = 0 only for pure ε-DP events) or above the site's δ,
+        or a claimed ε below the recomputed one.
     PrivacyBudgetExceededError
         The release would exceed the site's budget.
     """
@@ -223,7 +230,7 @@ def prepare_publication(
         return public.model_copy(update={"created": False})
     build_runner(card, weights, DecodeOptions(max_bytes=max_weights_bytes, intra_op_threads=1))
     check_against_dictionary(session, card.input_schema)
-    epsilon = _recompute_epsilon(card)
+    epsilon = _recompute_epsilon(card, site.delta_budget)
     visible = _visible_ids(session, visible_to)
     release = release_of_card(card)
     ledger_size = charge(session, site, release)

@@ -100,6 +100,7 @@ def list_models(
     features: Annotated[list[str], Query(max_length=256)] = [],  # noqa: B006 - FastAPI query list
     min_epsilon: Annotated[float | None, Query(ge=0)] = None,
     max_epsilon: Annotated[float | None, Query(ge=0)] = None,
+    max_delta: Annotated[float | None, Query(ge=0, le=1)] = None,
     after: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ModelList:
@@ -113,6 +114,7 @@ def list_models(
             features=features,
             min_epsilon=min_epsilon,
             max_epsilon=max_epsilon,
+            max_delta=max_delta,
             after=after,
             limit=limit,
         )

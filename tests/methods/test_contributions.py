@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.neighbors import KNeighborsClassifier
 
+from pubsubml.errors import PrivacyError
 from pubsubml.hub import LocalHub
 from pubsubml.learners.mlp import DPMLPClassifier
 from pubsubml.methods import (
@@ -115,7 +116,11 @@ def test_reports_travel_through_the_hub() -> None:
         c = Customizer(models=sub.pull(hub), schema=schema, random_state=0).fit(X, y)
         report = ContributionReport.from_customizer(c, n)
         assert report.self_importance + sum(report.published.values()) == pytest.approx(1.0)
-        report.report(hub)
+        # Not DP: reporting is refused without the subscriber's explicit consent.
+        with pytest.raises(PrivacyError, match="disclose=True"):
+            report.report(hub)
+        assert n not in hub.contributions()
+        report.report(hub, disclose=True)
     # Execute
     stored = hub.contributions()
     graph = contribution_graph(stored, hub.publisher_of)

@@ -3,9 +3,15 @@
 A fitted :class:`~pubsubml.methods.pubsub.Customizer` (or stacking personalizer) has one block of
 meta-features per selected model, so feature importance of the fusion model f_c, summed per block,
 scores each model's contribution.  Scores are normalized per subscriber to sum to 1; the own model
-M^s takes part, and its share is the subscriber's "self-importance".  Subscribers report their
+M^s takes part, and its share is the subscriber's "self-importance".  Subscribers may report their
 scores through the :class:`~pubsubml.hub.Hub`; the reports form a weighted directed contribution
 graph (subscriber → publisher) whose node centrality ranks the publishers.
+
+The scores are **not differentially private**: they are computed, without noise, from a fusion
+model fitted on the subscriber's private rows, and their sensitivity to one row is not bounded
+for a fitted meta-model.  Customizing costs no privacy budget because nothing leaves the site;
+reporting makes something leave it.  :meth:`ContributionReport.report` therefore refuses unless
+the subscriber opts in with ``disclose=True``, and no ε is claimed for a report.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import pandas as pd
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from pubsubml.errors import PrivacyError
 from pubsubml.hub import Hub
 from pubsubml.methods.pubsub import OWN_ID
 
@@ -185,8 +192,27 @@ class ContributionReport:
         """Scores of the subscribed (published) models only, not renormalized."""
         return {k: v for k, v in self.scores.items() if k != OWN_ID}
 
-    def report(self, hub: Hub) -> None:
-        """Send the published models' scores through ``hub.report_contributions``."""
+    def report(self, hub: Hub, *, disclose: bool = False) -> None:
+        """Send the published models' scores through ``hub.report_contributions``.
+
+        Parameters
+        ----------
+        hub : Hub
+        disclose : bool, default=False
+            The subscriber's explicit consent: the scores are a non-DP function of its private
+            rows (see the module notes), read by the publishers through the registry.
+
+        Raises
+        ------
+        PrivacyError
+            Without ``disclose=True``; nothing is sent.
+        """
+        if disclose is not True:
+            raise PrivacyError(
+                f"subscriber {self.subscriber!r}: contribution scores come from a model fitted on "
+                "its private rows without DP noise; reporting them is a non-private disclosure "
+                "and needs report(hub, disclose=True)"
+            )
         hub.report_contributions(self.subscriber, self.published)
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "LabelError",
     "LearnerRegistrationError",
     "NotFoundError",
+    "PaperAccountingWarning",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "PrivacyBudgetExceededError",
@@ -57,6 +58,16 @@ class ChannelSyntaxError(PubsubmlError, ValueError):
 
 class PrivacyError(PubsubmlError):
     """Base class of privacy errors."""
+
+
+class PaperAccountingWarning(UserWarning):
+    """An ε was computed as a paper computes it, but the mechanism that ran is not covered by it.
+
+    Raised (as a warning) where a method's released quantity also depends on a model trained on
+    the same private rows without noise (ProxyFL's proxy with β > 0, the domain-experts Algorithm
+    1 gradient): the accountant's ε is reported, labelled "paper accounting", and is not a DP
+    guarantee.
+    """
 
 
 class InvalidPrivacyParameterError(PrivacyError, ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Literal
 
@@ -13,7 +14,12 @@ import torch
 from dp_accounting import rdp as rdp_lib
 from torch import nn
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
+from pubsubml.errors import (
+    DataValidationError,
+    InvalidPrivacyParameterError,
+    LabelError,
+    PaperAccountingWarning,
+)
 from pubsubml.methods.domain_experts import DomainExpertsFL
 from pubsubml.methods.domain_experts_finetune import fine_tune
 from pubsubml.methods.domain_experts_gate import (
@@ -150,10 +156,19 @@ def test_user_epsilon_matches_independent_dp_accounting(algorithm: Literal[1, 2]
     rng = np.random.default_rng(2)
     users = [_labels(u, n, rng) for u, n in ((0, 80), (1, 120), (0, 100))]
     rounds, per_round = 30, 2
-    m = DomainExpertsFL(
+    model = DomainExpertsFL(
         schema=SCHEMA, classes=[0, 1], algorithm=algorithm, rounds=rounds, batch_size=10,
         client_fraction=2 / 3, noise_multiplier=1.3, accountant="rdp",
-    ).fit(users)  # fmt: skip
+    )  # fmt: skip
+    if algorithm == 1:  # the same accounting, but not a guarantee: said, and recorded
+        with pytest.warns(PaperAccountingWarning, match="not a DP guarantee"):
+            m = model.fit(users)
+        assert m.privacy_guarantee_ == "paper accounting"
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PaperAccountingWarning)
+            m = model.fit(users)
+        assert m.privacy_guarantee_ == "dp"
     assert m.participation_.sum() == rounds * per_round
     for u, (X, _) in enumerate(users):
         n_expert = len(X) - round(0.5 * len(X))

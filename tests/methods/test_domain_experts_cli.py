@@ -28,6 +28,11 @@ def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
     # σ = 2 and 4 are accounted: finite ε, larger for less noise.
     eps = table.groupby("sigma").epsilon.max()
     assert eps[0.0] == float("inf") and eps[2.0] > eps[4.0] > 0
+    # Each row says what its ε covers: Algorithm 1's is paper accounting, not a guarantee.
+    noisy = table[table.sigma > 0].groupby("method").guarantee.unique()
+    assert list(noisy["Alg 1"]) == ["paper accounting"] and list(noisy["Alg 2"]) == ["dp"]
+    assert list(noisy["Baseline"]) == ["nothing released"]
+    assert (table[table.method == "Baseline"].epsilon == 0).all()
 
 
 def test_mnist1d_users_are_disjoint_equal_partitions() -> None:

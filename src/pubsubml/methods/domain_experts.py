@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -32,7 +33,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor, nn
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
+from pubsubml.errors import (
+    DataValidationError,
+    InvalidPrivacyParameterError,
+    LabelError,
+    PaperAccountingWarning,
+)
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.methods.domain_experts_gate import general_gradients, mixture_loss, mixture_output
 from pubsubml.methods.federated import client_schedule
@@ -100,7 +106,13 @@ class DomainExpertsFL(BaseEstimator):
     client_events_ : list of list of DPEvent
     client_epsilons_ : ndarray of shape (n_users,)
     epsilon_, delta_ : float
-        The largest user ε at ``target_delta``.
+        The largest user ε at ``target_delta``: what the accountant gives for the noisy steps.
+    privacy_guarantee_ : {"dp", "paper accounting", "none"}
+        ``"dp"``: ``epsilon_`` bounds what was sent (Algorithm 2 with noise).  ``"paper
+        accounting"``: Algorithm 1 with noise; each clipped gradient carries α(x) and M_P(x),
+        trained on all of the user's rows without noise, so one record moves every other
+        record's gradient too and ``epsilon_`` is not a DP guarantee (a
+        :class:`~pubsubml.errors.PaperAccountingWarning` is issued).  ``"none"``: no DP.
     noise_multiplier_ : ndarray of shape (n_users,)
         Each user's σ (calibrated per user to ``target_epsilon`` unless ``noise_multiplier``).
     participation_ : ndarray of shape (n_users,)
@@ -334,6 +346,18 @@ class DomainExpertsFL(BaseEstimator):
         self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
         self.client_epsilons_ = eps
         self.epsilon_ = float(eps.max())
+        noisy = self.dp and bool(np.any(sigmas > 0))
+        self.privacy_guarantee_ = (
+            "none" if not noisy else "dp" if self.algorithm == 2 else "paper accounting"
+        )
+        if self.privacy_guarantee_ == "paper accounting":
+            warnings.warn(
+                f"DomainExpertsFL Algorithm 1: ε = {self.epsilon_:.3g} is the paper's accounting, "
+                "not a DP guarantee: the gradient sent depends on the gate and the private expert, "
+                "trained on all of the user's rows without noise (use algorithm=2 for DP)",
+                PaperAccountingWarning,
+                stacklevel=2,
+            )
         self.delta_ = float(self.target_delta) if self.dp and bool(np.any(sigmas > 0)) else 0.0
         self.noise_multiplier_ = sigmas
         self.participation_ = counts

@@ -3,6 +3,7 @@ what is sent (proxyfl.txt §3)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import warnings
@@ -14,8 +15,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
+from pubsubml.errors import (
+    DataValidationError,
+    InvalidPrivacyParameterError,
+    PaperAccountingWarning,
+)
 from pubsubml.methods.proxyfl import DMLConfig, ProxyFL, WeakPrivacyWarning, warn_if_weak
+from pubsubml.methods.proxyfl_baselines import create_method
 from pubsubml.methods.proxyfl_local import ClientCohort, dml_proxy_loss, mlp_factory
 from pubsubml.methods.pushsum import SimulatedPushSum
 from pubsubml.privacy.accountant import compute_epsilon, pld_discretization_interval
@@ -154,6 +160,23 @@ def test_epsilon_equals_an_independent_dp_accounting_computation() -> None:
         rdp = dp_accounting.rdp.RdpAccountant().compose(event).get_epsilon(1e-3)
         assert model.epsilons_[k] <= rdp
         assert model.cohort_.dp_steps()[k] == steps
+
+
+def test_beta_above_zero_is_paper_accounting_and_beta_zero_is_dp() -> None:
+    # β > 0: the proxy's KL target is the private model, trained without noise on the same rows.
+    with pytest.warns(PaperAccountingWarning, match="not a DP guarantee"):
+        paper = ProxyFL(n_classes=C, rounds=1, proxy_hidden=(4,), config=CFG).fit(_clients())
+    assert CFG.beta > 0 and paper.privacy_guarantee_ == "paper accounting"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaperAccountingWarning)
+        warnings.simplefilter("ignore", WeakPrivacyWarning)
+        dp = _fit(config=dataclasses.replace(CFG, beta=0.0), rounds=1)
+        # no private model (FedAvg-style proxies): the proxy loss is plain cross-entropy
+        avg = create_method("FedAvg", n_classes=C, rounds=1, proxy_hidden=(4,), config=CFG)
+        avg.fit(_clients())
+    assert dp.privacy_guarantee_ == avg.privacy_guarantee_ == "dp"
+    # the same steps are accounted either way: only what the number covers differs
+    assert dp.epsilons_ == paper.epsilons_
 
 
 def test_a_client_at_its_budget_stops_training_and_sending(

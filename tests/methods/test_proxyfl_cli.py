@@ -45,3 +45,15 @@ def test_unknown_bench_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(_root(), ["proxyfl", "bench", "nope", "--out", str(tmp_path)])
     assert result.exit_code != 0
     assert not list(tmp_path.iterdir())
+
+
+def test_epsilon_rows_say_what_epsilon_covers() -> None:
+    from pubsubml.sim.proxyfl_experiments import MethodRun, make_federated
+
+    setup = proxyfl_cli._setups(True)[0]
+    split = make_federated(setup.dataset, **setup.split_kw)  # type: ignore[arg-type]
+    k = len(split.clients)
+    for guarantee in ("dp", "paper accounting"):
+        run = MethodRun(rows=[], epsilons=[1.0] * k, seconds=0.0, guarantee=guarantee)
+        rows = proxyfl_cli._eps_rows("ProxyFL", split, setup, run)
+        assert [r["guarantee"] for r in rows] == [guarantee] * k

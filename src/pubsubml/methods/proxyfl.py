@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from torch import Tensor
 
+from pubsubml.errors import PaperAccountingWarning
 from pubsubml.methods.proxyfl_local import (
     ClientCohort,
     DMLConfig,
@@ -279,6 +280,15 @@ class ProxyMethod(BaseEstimator, metaclass=ABCMeta):  # type: ignore[misc]
         cohort = self._make_cohort(clients, ids)
         comm = communicator if communicator is not None else self._communicator(len(ids))
         warn_if_weak(cohort, self.rounds)
+        self.privacy_guarantee_ = cohort.privacy_guarantee
+        if self.privacy_guarantee_ == "paper accounting":
+            warnings.warn(
+                f"{type(self).__name__} with beta = {cohort.config.beta:g} > 0: the proxies' ε is "
+                "the paper's accounting, not a DP guarantee (the proxy's loss uses the private "
+                "model, trained on the same rows without noise); set DMLConfig(beta=0) for DP",
+                PaperAccountingWarning,
+                stacklevel=2,
+            )
         self.cohort_ = cohort
         self.history_ = run_rounds(cohort, comm, self.rounds, callback)
         self.epsilons_ = [cohort.epsilon(s) for s in range(len(ids))]
@@ -325,9 +335,15 @@ class ProxyFL(ProxyMethod):
     history_ : list of RoundRecord
     epsilons_ : list of float
         Each client's final ε at ``config.delta``, from the DP-SGD steps it ran.
+    privacy_guarantee_ : {"dp", "paper accounting", "none"}
+        What ``epsilons_`` cover: with β > 0 (the paper's 0.5) the proxy's loss uses the private
+        model, trained on the same rows without noise, so they are the paper's accounting, not
+        a DP guarantee; ``DMLConfig(beta=0)`` makes them one.
 
     Warns
     -----
+    PaperAccountingWarning
+        With β > 0 and private models (see ``privacy_guarantee_``).
     WeakPrivacyWarning
         When the planned rounds allow ε > :data:`WEAK_EPSILON` (or ``dp=False``).
 

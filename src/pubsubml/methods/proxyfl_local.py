@@ -26,8 +26,11 @@ Notes
 Privacy of the proxy (§3.3) is accounted as DP-SGD with the stated σ, q and steps.  The KL target
 of Eq. 5 is the private model's output on the sampled record; the private model is trained on the
 same data without DP, so strictly every per-sample gradient depends on the whole data set through
-``φ_k``.  The paper's analysis (and ours) treats those outputs as fixed inputs of each DP-SGD step;
-with ``beta = 0`` the proxy is plain DP-SGD and the accounting is exact.
+``φ_k``.  The paper's analysis treats those outputs as fixed inputs of each DP-SGD step; it is not
+a DP guarantee (one record changes φ_k, hence every other record's gradient), so with β > 0 the
+accounted ε is reported as *paper accounting* (:attr:`ClientCohort.privacy_guarantee`, a
+:class:`~pubsubml.errors.PaperAccountingWarning` at fit).  With ``beta = 0`` the proxy is plain
+DP-SGD and the ε is a guarantee.
 
 References
 ----------
@@ -372,6 +375,21 @@ class ClientCohort:
     def dp_steps(self) -> list[int]:
         """DP-SGD steps each client has run so far (0 without DP)."""
         return [sum(e.count for e in acc.events) for acc in self.accountants]
+
+    @property
+    def privacy_guarantee(self) -> Literal["dp", "paper accounting", "none"]:
+        """What the proxies' ε covers (see the module notes).
+
+        ``"dp"``: DP-SGD on the proxy's own loss (β = 0, or no private model): a guarantee.
+        ``"paper accounting"``: β > 0 with a private model; the KL target comes from a model
+        trained on the same rows without noise, so the accounted ε is not a DP guarantee.
+        ``"none"``: no DP-SGD.
+        """
+        if not self.config.dp:
+            return "none"
+        if self.privates is not None and self.config.beta > 0:
+            return "paper accounting"
+        return "dp"
 
     def epsilon(self, s: int) -> float:
         """ε at δ of client ``s`` from the steps it actually ran (``inf`` without DP once trained)."""

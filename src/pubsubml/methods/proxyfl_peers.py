@@ -248,6 +248,7 @@ def run_peer(
     result = {
         "rank": rank,
         "epsilon": method.epsilons_[0],
+        "guarantee": method.privacy_guarantee_,
         "dp_steps": cohort.dp_steps()[0],
         "active": [r.active[0] for r in method.history_],
         "bytes_sent": comm.bytes_sent,

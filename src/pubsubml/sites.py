@@ -91,6 +91,19 @@ class Site:
             self.trusted_keys[key_id(key)] = key
 
     # ---- publishing ---------------------------------------------------------------------
+    def register_scopes(self, labels: Sequence[str], hub: Hub | None = None) -> list[str]:
+        """Declare disjoint data chunks that publications may name as their ``scope``.
+
+        Registers them in the site's ledger (:meth:`PrivacyLedger.register_scopes`) and, when
+        ``hub`` keeps ledgers too (the registry client), there as well.  Returns the labels new
+        to the local ledger.
+        """
+        new = self.ledger.register_scopes(labels)
+        remote = getattr(hub, "register_scopes", None)
+        if callable(remote):
+            remote(self.name, list(labels))
+        return new
+
     def publish(
         self,
         estimator: Any,
@@ -108,8 +121,9 @@ class Site:
             With ``privacy_events_`` (and ``epsilon_``, ``delta_``), e.g. a ``DPMLPClassifier``.
         hub : Hub
         scope : sequence of str, optional
-            The disjoint data chunks the model was trained on (``None``: the whole data set).
-            Releases on disjoint scopes compose in parallel (pubsub-ml.txt §6.2, Theorems 5–6).
+            The disjoint data chunks the model was trained on (``None``: the whole data set),
+            registered beforehand with :meth:`register_scopes`.  Releases on disjoint scopes
+            compose in parallel (pubsub-ml.txt §6.2, Theorems 5–6).
         release_id : str, optional
             Ledger id of the release (default: the model id).
         format : {"auto", "onnx", "safetensors"}

@@ -20,8 +20,35 @@ def _release(release_id: str, *events: DPEvent, scope: tuple[str, ...] | None = 
     return Release(release_id=release_id, events=events or (MODEL,), scope=scope)
 
 
+#: The chunks the tests' site declares (months and numbered chunks).
+CHUNKS = ["jan", "feb", "mar", "apr", *(f"chunk{t}" for t in range(100))]
+
+
 def _ledger(budget: float = 10.0, backend: str = "pld") -> PrivacyLedger:
-    return PrivacyLedger(site="h1", epsilon_budget=budget, delta=DELTA, backend=backend)  # type: ignore[arg-type]
+    ledger = PrivacyLedger(site="h1", epsilon_budget=budget, delta=DELTA, backend=backend)  # type: ignore[arg-type]
+    ledger.register_scopes(CHUNKS)
+    return ledger
+
+
+def test_a_chunk_must_be_registered_before_a_release_names_it() -> None:
+    ledger = PrivacyLedger(site="h1", epsilon_budget=10.0, delta=DELTA)
+    # Ten made-up labels on the same rows would otherwise be charged as one release.
+    with pytest.raises(InvalidPrivacyParameterError, match="not registered"):
+        ledger.charge(_release("a", scope=("week1",)))
+    assert ledger.releases == [] and ledger.spent_epsilon() == 0.0
+    assert ledger.register_scopes(["week1", "week2", "week1"]) == ["week1", "week2"]
+    assert ledger.register_scopes(["week2"]) == []  # again: nothing new, time kept
+    ledger.charge(_release("a", scope=("week1",)))
+    with pytest.raises(InvalidPrivacyParameterError, match=r"\['week3'\]"):
+        ledger.epsilon_if_charged(_release("b", scope=("week2", "week3")))
+    ledger.charge(_release("whole"))  # the whole data set needs no registration
+    for bad in ([""], ["x" * 129], ["tab\there"]):
+        with pytest.raises(InvalidPrivacyParameterError, match="scope label"):
+            ledger.register_scopes(bad)
+    with pytest.raises(InvalidPrivacyParameterError, match="not a string"):
+        ledger.register_scopes("week9")
+    assert list(ledger.scopes) == ["week1", "week2"]
+    assert PrivacyLedger.from_json(ledger.to_json()).scopes == ledger.scopes
 
 
 def test_same_scope_composes_sequentially_through_the_accountant() -> None:
@@ -92,7 +119,7 @@ def test_refusal_leaves_the_ledger_unchanged() -> None:
     assert ledger.to_json() == before
     # Another chunk does not help: release "a" read the whole data set.
     with pytest.raises(PrivacyBudgetExceededError):
-        ledger.charge(_release("c", scope=("new",)))
+        ledger.charge(_release("c", scope=("apr",)))
     assert ledger.to_json() == before
 
 

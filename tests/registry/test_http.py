@@ -71,6 +71,10 @@ def test_registry_client_is_a_hub(server: dict[str, Any], artifacts: Any) -> Non
     b.report_contributions("b", {model_id: 0.7})
     assert b.contributions(model_id=model_id)[0]["score"] == 0.7
     assert len(a.ledger("a")["releases"]) == 1
+    assert a.register_scopes("a", ["2024-01", "2024-02"]) == ["2024-01", "2024-02"]
+    assert a.register_scopes("a", ["2024-01"]) == [] and a.scopes("a") == ["2024-01", "2024-02"]
+    with pytest.raises(PermissionDeniedError):
+        b.register_scopes("a", ["2024-03"])
     with pytest.raises(NotFoundError):
         b.fetch("0" * 32)
     with pytest.raises(PermissionDeniedError):
@@ -242,5 +246,11 @@ def test_cli_commands(server: dict[str, Any], artifacts: Any, tmp_path: Path, su
     assert r.exit_code == 0 and "site d: spent ε" in r.output
     r = runner.invoke(app, ["site", "list"], env=b_env)
     assert r.exit_code == 0 and "poor" in r.output
+    r = runner.invoke(app, ["site", "scopes", "d", "w1", "w2"], env=site_env)
+    assert r.exit_code == 0 and "2 new of 2" in r.output and "w2" in r.stdout, r.output
+    r = runner.invoke(app, ["site", "scopes", "d"], env=site_env)
+    assert r.exit_code == 0 and r.stdout.split() == ["w1", "w2"]
+    r = runner.invoke(app, ["site", "scopes", "d", "w3"], env=b_env)
+    assert r.exit_code == 1 and "may not register data chunks" in r.output
     r = runner.invoke(app, ["budget", "a"], env=b_env)
     assert r.exit_code == 1 and "may not read the privacy ledger" in r.output

@@ -102,6 +102,8 @@ class StreamPublisher:
         t = self.n_chunks_ + 1
         model = _reseeded(self.estimator, t).fit(X, y)
         scope = (f"{self.stream}:{t}",)
+        # A new chunk of the stream is new data, disjoint from the earlier ones: declared as such.
+        self.site.register_scopes(scope, self.hub)
         self._cold.append((model, scope))
         self.n_chunks_ = t
         published: list[str] = []

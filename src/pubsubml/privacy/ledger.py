@@ -5,6 +5,12 @@ the data chunks it touched (``scope``).  The ledger composes releases sequential
 through the accountant and in parallel across disjoint chunks, and refuses any release that would
 exceed the budget.
 
+Parallel composition is only as sound as the chunks' disjointness, which no accountant can check:
+it is the site's declaration.  So a chunk label must be *registered* (:meth:`PrivacyLedger.
+register_scopes`, recorded with its time) before a release may name it; a release on an
+unregistered label is refused, and ten labels made up on the spot for ten releases on the same rows
+no longer pass as parallel composition without the site having declared those chunks.
+
 References
 ----------
 pubsub-ml.txt §3.1 (Theorem 1, parallel composition over disjoint subsets) and §6.2 (Theorems 5–6:
@@ -14,6 +20,7 @@ unbounded number of ensemble updates).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -101,6 +108,9 @@ class PrivacyLedger(BaseModel):
     releases : list of Release, default=[]
         Charged releases, in order.  :meth:`charge` is the only path that checks the budget; a
         ledger built directly from a list records that history as given.
+    scopes : dict of str to datetime, default={}
+        The disjoint data chunks the site has declared (:meth:`register_scopes`), with when.
+        A release may name only registered chunks.
 
     Raises
     ------
@@ -121,6 +131,8 @@ class PrivacyLedger(BaseModel):
     Examples
     --------
     >>> ledger = PrivacyLedger(site="h1", epsilon_budget=2.0, delta=1e-5)
+    >>> ledger.register_scopes([f"chunk{t}" for t in range(4)])
+    ['chunk0', 'chunk1', 'chunk2', 'chunk3']
     >>> e = DPEvent(mechanism="gaussian", noise_multiplier=8.0)
     >>> for t in range(3):
     ...     _ = ledger.charge(Release(release_id=f"m{t}", events=(e,), scope=(f"chunk{t}",)))
@@ -136,12 +148,39 @@ class PrivacyLedger(BaseModel):
     delta: float
     backend: Literal["pld", "rdp"] = "pld"
     releases: list[Release] = Field(default_factory=list)
+    scopes: dict[str, datetime] = Field(default_factory=dict)
 
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as exc:
             raise InvalidPrivacyParameterError(f"invalid PrivacyLedger: {exc}") from exc
+
+    def register_scopes(self, labels: Sequence[str]) -> list[str]:
+        """Declare disjoint data chunks that releases may name; returns the labels that are new.
+
+        Registering is the site's statement that no record belongs to two registered chunks
+        (nothing here can verify it); it is recorded with its time and shown with the ledger.
+        Registering a label again changes nothing.
+
+        Raises
+        ------
+        InvalidPrivacyParameterError
+            A label that is empty, longer than 128 characters or has control characters; nothing
+            is registered then.
+        """
+        if isinstance(labels, str):
+            raise InvalidPrivacyParameterError("labels must be a sequence of strings, not a string")
+        wanted = list(dict.fromkeys(labels))
+        for label in wanted:
+            if not isinstance(label, str) or not 0 < len(label) <= 128 or not label.isprintable():
+                raise InvalidPrivacyParameterError(
+                    f"scope label {str(label)[:40]!r} must be 1 to 128 printable characters"
+                )
+        new = [label for label in wanted if label not in self.scopes]
+        now = _now()
+        self.scopes = {**self.scopes, **dict.fromkeys(new, now)}
+        return new
 
     @model_validator(mode="after")
     def _check(self) -> PrivacyLedger:
@@ -177,6 +216,13 @@ class PrivacyLedger(BaseModel):
             raise DuplicateReleaseError(
                 f"release {release.release_id!r} is already charged to the ledger of {self.site!r}"
             )
+        unknown = [c for c in release.scope or () if c not in self.scopes]
+        if unknown:
+            raise InvalidPrivacyParameterError(
+                f"release {release.release_id!r} names data chunks {unknown[:5]} that site "
+                f"{self.site!r} has not registered; register its disjoint chunks first "
+                "(register_scopes) or release on the whole data set (scope=None)"
+            )
 
     def spent_epsilon(self) -> float:
         """ε spent so far at the ledger's δ (0.0 before any release)."""
@@ -189,6 +235,8 @@ class PrivacyLedger(BaseModel):
         ------
         DuplicateReleaseError
             If a release with the same id is already charged.
+        InvalidPrivacyParameterError
+            If the release names a chunk that is not registered.
         """
         self._check_new(release)
         return self._spent([*self.releases, release])

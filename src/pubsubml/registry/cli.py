@@ -40,7 +40,10 @@ console = Console()
 err_console = Console(stderr=True)
 
 registry_app = typer.Typer(help="Run and migrate the model registry service.", no_args_is_help=True)
-site_app = typer.Typer(help="Register and list sites (administrator).", no_args_is_help=True)
+site_app = typer.Typer(
+    help="Register and list sites (administrator); a site's data chunks (the site).",
+    no_args_is_help=True,
+)
 features_app = typer.Typer(help="The consortium's feature dictionary.", no_args_is_help=True)
 models_app = typer.Typer(help="Published models.", no_args_is_help=True)
 
@@ -243,6 +246,26 @@ def site_list_command(url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
             (s["key_id"] or "")[:16],
         )
     console.print(table)
+
+
+@site_app.command("scopes")
+def site_scopes_command(
+    name: Annotated[str, typer.Argument(help="Your site's name.")],
+    labels: Annotated[
+        list[str] | None, typer.Argument(help="Chunk labels to register (none: list them).")
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Declare disjoint data chunks a release may name as its scope (with your site's token), or
+    list the registered ones.  Registering states that no record is in two chunks."""
+    with _errors(), _client(url, token) as client:
+        new = client.register_scopes(name, labels) if labels else []
+        registered = client.scopes(name)
+    if labels:
+        err_console.print(f"{len(new)} new of {len(dict.fromkeys(labels))} label(s) registered")
+    for label in registered:
+        console.print(label)
 
 
 # ---- features ---------------------------------------------------------------------------

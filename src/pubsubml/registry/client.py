@@ -418,6 +418,15 @@ class RegistryClient:
         """The caller's subscriptions."""
         return list(self._json("GET", "/subscriptions")["subscriptions"])
 
+    def register_scopes(self, site: str, labels: Sequence[str]) -> list[str]:
+        """Declare disjoint data chunks of ``site`` (its own token); returns the new labels."""
+        body = self._json("POST", f"/sites/{site}/scopes", json={"scopes": list(labels)})
+        return list(body["new"])
+
+    def scopes(self, site: str) -> list[str]:
+        """The data chunks ``site`` registered, oldest first."""
+        return [s["label"] for s in self._json("GET", f"/sites/{site}/scopes")["scopes"]]
+
     def ledger(self, site: str) -> dict[str, Any]:
         """A site's privacy ledger (the site itself or the admin)."""
         result: dict[str, Any] = self._json("GET", f"/sites/{site}/ledger")

@@ -10,9 +10,16 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import Feature
@@ -32,6 +39,9 @@ __all__ = [
     "ModelList",
     "ModelPublic",
     "ReleasePublic",
+    "ScopeList",
+    "ScopePublic",
+    "ScopeRegister",
     "SiteBase",
     "SiteCreate",
     "SiteCreated",
@@ -264,14 +274,48 @@ class ReleasePublic(BaseModel):
     created_at: datetime
 
 
+class ScopePublic(BaseModel):
+    """A data chunk the site declared disjoint from its others, and when."""
+
+    label: str
+    created_at: datetime
+
+
+class ScopeRegister(BaseModel):
+    """Chunk labels to register (each 1–128 printable characters; at most 256 per request)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scopes: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
+        min_length=1, max_length=256
+    )
+
+    @field_validator("scopes")
+    @classmethod
+    def _printable(cls, v: list[str]) -> list[str]:
+        bad = [s for s in v if not s.isprintable()]
+        if bad:
+            raise ValueError(f"scope labels must be printable, got {bad[0][:40]!r}")
+        return v
+
+
+class ScopeList(BaseModel):
+    """A site's registered data chunks; ``new`` lists those this request added."""
+
+    site: str
+    scopes: list[ScopePublic]
+    new: list[str] = []
+
+
 class LedgerPublic(BaseModel):
-    """A site's privacy ledger: declared budget, releases and spent ε."""
+    """A site's privacy ledger: declared budget, registered chunks, releases and spent ε."""
 
     site: str
     epsilon_budget: float
     delta_budget: float
     spent_epsilon: float
     remaining_epsilon: float
+    scopes: list[ScopePublic] = []
     releases: list[ReleasePublic]
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "ModelRow",
     "ModelVisibilityRow",
     "SiteRow",
+    "SiteScopeRow",
     "SubscriptionRow",
     "utcnow",
 ]
@@ -190,6 +191,16 @@ class LedgerEntryRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     __table_args__ = (UniqueConstraint("site_id", "release_id"),)
+
+
+class SiteScopeRow(Base):
+    """A data chunk a site declared disjoint from its other chunks, before naming it in a release."""
+
+    __tablename__ = "site_scopes"
+
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), primary_key=True)
+    label: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class ContributionRow(Base):

@@ -4,30 +4,43 @@ Each site declares a personalized budget (ε^p, δ^p) (pubsub-ml.txt §3.2, Algo
 privacy is per site).  Every published model is a release charged to its publisher's
 :class:`~pubsubml.privacy.ledger.PrivacyLedger`, composed by the accountant (never by adding ε),
 in the same transaction that makes the model visible.
+
+A release may name only data chunks its site registered beforehand (``site_scopes``): parallel
+composition over chunks is sound only if they are disjoint, which is the site's own declaration,
+recorded with its time and shown with the ledger.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.errors import PrivacyBudgetExceededError
+from pubsubml.errors import PermissionDeniedError, PrivacyBudgetExceededError
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.schemas import LedgerPublic, ReleasePublic
+from pubsubml.registry.schemas import (
+    LedgerPublic,
+    ReleasePublic,
+    ScopeList,
+    ScopePublic,
+    ScopeRegister,
+)
 from pubsubml.registry.services.sites import get_site_row
-from pubsubml.registry.tables import LedgerEntryRow, SiteRow
+from pubsubml.registry.tables import LedgerEntryRow, SiteRow, SiteScopeRow, utcnow
 
 __all__ = [
     "build_ledger",
     "charge",
     "count_releases",
     "ledger_row",
+    "list_scopes",
     "read_ledger",
+    "register_scopes",
     "release_of_card",
 ]
 
@@ -69,15 +82,69 @@ def count_releases(session: Session, site_id: int) -> int:
     return int(session.execute(stmt).scalar_one())
 
 
+def _scopes(session: Session, site_id: int) -> dict[str, datetime]:
+    stmt = (
+        select(SiteScopeRow)
+        .where(SiteScopeRow.site_id == site_id)
+        .order_by(SiteScopeRow.created_at, SiteScopeRow.label)
+    )
+    return {r.label: r.created_at for r in session.execute(stmt).scalars()}
+
+
 def build_ledger(session: Session, site: SiteRow, *, backend: str = "pld") -> PrivacyLedger:
-    """The site's ledger as stored (releases in charge order)."""
+    """The site's ledger as stored (registered chunks, releases in charge order)."""
     return PrivacyLedger(
         site=site.name,
         epsilon_budget=site.epsilon_budget,
         delta=site.delta_budget,
         backend=backend,
         releases=[_release_of_row(r) for r in _rows(session, site.id)],
+        scopes=_scopes(session, site.id),
     )
+
+
+def _scope_list(session: Session, site: SiteRow, new: list[str]) -> ScopeList:
+    return ScopeList(
+        site=site.name,
+        scopes=[ScopePublic(label=k, created_at=v) for k, v in _scopes(session, site.id).items()],
+        new=new,
+    )
+
+
+def register_scopes(
+    session: Session, principal: Principal, site_name: str, body: ScopeRegister
+) -> ScopeList:
+    """Record the site's declaration that ``body.scopes`` are disjoint data chunks.
+
+    Only the site itself declares its chunks (the administrator cannot: disjointness is a
+    statement about the site's own data).  Labels already registered keep their first time.
+
+    Raises
+    ------
+    NotFoundError
+        No such site.
+    PermissionDeniedError
+        Another site, or the administrator.
+    """
+    site = get_site_row(session, site_name)
+    if principal.is_admin or principal.name != site.name:
+        raise PermissionDeniedError(
+            f"{principal.name!r} may not register data chunks for site {site.name!r}: only the "
+            "site declares its own chunks"
+        )
+    known = _scopes(session, site.id)
+    new = [label for label in dict.fromkeys(body.scopes) if label not in known]
+    now = utcnow()
+    session.add_all(SiteScopeRow(site_id=site.id, label=label, created_at=now) for label in new)
+    session.flush()
+    return _scope_list(session, site, new)
+
+
+def list_scopes(session: Session, principal: Principal, site_name: str) -> ScopeList:
+    """A site's registered chunks (the site itself or the administrator)."""
+    site = get_site_row(session, site_name)
+    principal.require_site(site.name, "read the registered data chunks")
+    return _scope_list(session, site, [])
 
 
 def charge(session: Session, site: SiteRow, release: Release) -> int:
@@ -92,8 +159,12 @@ def charge(session: Session, site: SiteRow, release: Release) -> int:
     ------
     PrivacyBudgetExceededError
         The PLD accountant puts the site over its budget with this release.
+    InvalidPrivacyParameterError
+        The release names a data chunk the site has not registered.
     """
     releases = [_release_of_row(r) for r in _rows(session, site.id)]
+
+    scopes = _scopes(session, site.id)
 
     def ledger(backend: str) -> PrivacyLedger:
         return PrivacyLedger(
@@ -102,6 +173,7 @@ def charge(session: Session, site: SiteRow, release: Release) -> int:
             delta=site.delta_budget,
             backend=backend,
             releases=list(releases),
+            scopes=scopes,
         )
 
     try:
@@ -154,6 +226,7 @@ def read_ledger(session: Session, principal: Principal, site_name: str) -> Ledge
         delta_budget=site.delta_budget,
         spent_epsilon=spent,
         remaining_epsilon=max(0.0, site.epsilon_budget - spent),
+        scopes=[ScopePublic(label=k, created_at=v) for k, v in _scopes(session, site.id).items()],
         releases=[
             ReleasePublic(
                 release_id=r.release_id,

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -24,6 +24,8 @@ from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
 
 __all__ = [
+    "MAX_CURSOR",
+    "Cursor",
     "DatabaseDep",
     "NotifierDep",
     "PrincipalDep",
@@ -39,6 +41,11 @@ __all__ = [
     "get_state",
     "get_store",
 ]
+
+#: The largest cursor or position a database BIGINT holds.
+MAX_CURSOR = 2**63 - 1
+#: A cursor query parameter (``after``): an integer in [0, 2⁶³ − 1], refused with 422 otherwise.
+Cursor = Annotated[int, Query(ge=0, le=MAX_CURSOR)]
 
 _bearer = HTTPBearer(auto_error=False, description="A site token or the admin token.")
 _PRINCIPAL_TTL = 5.0

@@ -14,7 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from sqlalchemy.exc import DataError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pubsubml.errors import (
     AuthenticationError,
@@ -36,7 +38,7 @@ from pubsubml.errors import (
     UntrustedArtifactError,
 )
 
-__all__ = ["ERROR_CODES", "error_response", "install_error_handlers"]
+__all__ = ["ERROR_CODES", "RejectNulBytes", "error_response", "install_error_handlers"]
 
 log = logging.getLogger("pubsubml.registry")
 
@@ -106,6 +108,40 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _database_refused_value(_request: Request, exc: Exception) -> JSONResponse:
+    """A value the database cannot hold (a NUL byte in text on PostgreSQL, an integer beyond
+    BIGINT): bad input, answered 422; the transaction was rolled back, nothing changed."""
+    assert isinstance(exc, StatementError)
+    if isinstance(exc, DataError) or isinstance(exc.orig, OverflowError | ValueError):
+        reason = str(exc.orig).splitlines()[0] if exc.orig is not None else type(exc).__name__
+        return error_response(
+            422, "validation_error", f"invalid request: the database refused a value ({reason})"
+        )
+    return _unexpected_error(_request, exc)
+
+
+class RejectNulBytes:
+    """ASGI middleware: a NUL byte in the path or the query string is refused with 422.
+
+    No identifier, feature or cursor of the API may hold one, and PostgreSQL text cannot store
+    one: refusing at the edge answers clearly instead of failing deep in a query.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query = bytes(scope.get("query_string", b"")).lower()
+            if "\x00" in str(scope.get("path", "")) or b"%00" in query or b"\x00" in query:
+                response = error_response(
+                    422, "validation_error", "invalid request: NUL bytes are not allowed"
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _unexpected_error(_request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected error", exc_info=exc)
     return error_response(
@@ -120,3 +156,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _request_validation_error)
     app.add_exception_handler(ValidationError, _request_validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StatementError, _database_refused_value)
+    app.add_middleware(RejectNulBytes)

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from pubsubml.registry.api.deps import DatabaseDep, NotifierDep, PrincipalDep, SettingsDep
+from pubsubml.registry.api.deps import Cursor, DatabaseDep, NotifierDep, PrincipalDep, SettingsDep
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import EventPage, EventPublic
@@ -46,7 +46,7 @@ async def list_events(
     db: DatabaseDep,
     notifier: NotifierDep,
     settings: SettingsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Cursor = 0,
     timeout: Annotated[float, Query(ge=0)] = 0.0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> EventPage:

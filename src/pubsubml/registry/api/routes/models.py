@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from pubsubml.registry.api.deps import (
+    Cursor,
     DatabaseDep,
     NotifierDep,
     PrincipalDep,
@@ -101,7 +102,7 @@ def list_models(
     min_epsilon: Annotated[float | None, Query(ge=0)] = None,
     max_epsilon: Annotated[float | None, Query(ge=0)] = None,
     max_delta: Annotated[float | None, Query(ge=0, le=1)] = None,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Cursor = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ModelList:
     """Models the caller may see, in publication order; ``after`` pages by ``position``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -18,7 +19,15 @@ from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from pubsubml.registry.api.deps import DatabaseDep, NotifierDep, PrincipalDep, SettingsDep
+from pubsubml.errors import DataValidationError
+from pubsubml.registry.api.deps import (
+    MAX_CURSOR,
+    Cursor,
+    DatabaseDep,
+    NotifierDep,
+    PrincipalDep,
+    SettingsDep,
+)
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import (
@@ -32,6 +41,8 @@ from pubsubml.registry.services.feed import read_deliveries
 
 __all__ = ["feed_page_json", "router"]
 
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
 router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
 
 Rows = list[tuple[int, str, str]]
@@ -44,6 +55,15 @@ def _read(db: Database, principal: Principal, subscription_id: str, after: int, 
         if not rows:  # nothing new, or not the caller's subscription: tell them apart (404)
             service.get_subscription(session, principal, subscription_id)
         return rows
+
+
+def _cursor_header(value: str) -> int:
+    if not _DIGITS.fullmatch(value) or int(value) > MAX_CURSOR:
+        raise DataValidationError(
+            f"Last-Event-ID must be a feed cursor (1 to 19 ASCII digits, at most {MAX_CURSOR}), "
+            f"got {value[:32]!r}"
+        )
+    return int(value)
 
 
 def _item_json(cursor: int, model_id: str, card_json: str) -> str:
@@ -96,7 +116,7 @@ async def poll(
     db: DatabaseDep,
     notifier: NotifierDep,
     settings: SettingsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Cursor = 0,
     timeout: Annotated[float, Query(ge=0)] = 0.0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
@@ -125,11 +145,15 @@ async def stream(
     db: DatabaseDep,
     notifier: NotifierDep,
     settings: SettingsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Cursor = 0,
     last_event_id: Annotated[str | None, Header(max_length=32)] = None,
 ) -> StreamingResponse:
-    """The feed as Server-Sent Events (``event: model``, ``id:`` = cursor, ``data:`` = item JSON)."""
-    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    """The feed as Server-Sent Events (``event: model``, ``id:`` = cursor, ``data:`` = item JSON).
+
+    ``Last-Event-ID`` (a reconnecting client's last cursor) overrides ``after``; anything but 1 to
+    19 ASCII digits up to 2⁶³ − 1 is refused with 422.
+    """
+    start = after if last_event_id is None else _cursor_header(last_event_id)
     await run_in_threadpool(_read, db, principal, subscription_id, start, 1)  # 404 before streaming
 
     async def events() -> AsyncIterator[str]:

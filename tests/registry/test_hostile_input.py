@@ -1,0 +1,66 @@
+"""Hostile input at the HTTP edge: every answer is a 4xx with a clear code, never a 5xx, and
+nothing changes (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+BIG = str(2**63)  # one past the largest BIGINT
+
+
+def _assert_4xx(r: Any, code: str | None = None) -> None:
+    assert 400 <= r.status_code < 500, (r.request.url, r.status_code, r.text)
+    body = r.json()
+    assert set(body) >= {"error", "detail"}, body
+    if code is not None:
+        assert body["error"] == code, body
+
+
+def test_cursors_beyond_bigint_are_refused(registry: Any) -> None:
+    sub = registry.subscribe("b", "age")
+    before = registry.snapshot()
+    for path in ("/v1/models", "/v1/events", f"/v1/subscriptions/{sub}/models"):
+        for value in (BIG, "9" * 40, "-1"):
+            r = registry.client.get(path, params={"after": value}, headers=registry.auth("b"))
+            _assert_4xx(r, "validation_error")
+    assert registry.snapshot() == before
+
+
+@pytest.mark.parametrize("header", ["²", "9" * 32, BIG, "12a", "-3"])
+def test_malformed_last_event_id_is_refused(registry: Any, header: str) -> None:
+    sub = registry.subscribe("b", "age")
+    r = registry.client.get(
+        f"/v1/subscriptions/{sub}/stream",
+        headers={**registry.auth("b"), "Last-Event-ID": header.encode()},
+    )
+    _assert_4xx(r, "validation_error")
+    assert "Last-Event-ID" in r.json()["detail"]
+
+
+def test_nul_bytes_are_refused_everywhere(registry: Any) -> None:
+    sub = registry.subscribe("b", "age")
+    before = registry.snapshot()
+    auth = registry.auth("b")
+    get = registry.client.get
+    _assert_4xx(get("/v1/models", params={"features": "a\x00b"}, headers=auth), "validation_error")
+    _assert_4xx(get("/v1/models", params={"publisher": "a\x00"}, headers=auth), "validation_error")
+    for path in (
+        "/v1/models/ab%00cd",
+        "/v1/models/ab%00cd/card",
+        "/v1/sites/a%00",
+        "/v1/sites/a%00/ledger",
+        f"/v1/subscriptions/{sub}%00/models",
+    ):
+        _assert_4xx(get(path, headers=auth))
+    post = registry.client.post
+    r = post(
+        "/v1/subscriptions", json={"channel": "age\x00", "task": "classification"}, headers=auth
+    )
+    _assert_4xx(r)
+    r = post("/v1/contributions", json={"subscriber": "b", "scores": {"\x00": 0.5}}, headers=auth)
+    _assert_4xx(r)
+    r = post("/v1/sites/b/scopes", json={"scopes": ["q\x001"]}, headers=registry.auth("b"))
+    _assert_4xx(r, "validation_error")
+    assert registry.snapshot() == before

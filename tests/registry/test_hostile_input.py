@@ -64,3 +64,42 @@ def test_nul_bytes_are_refused_everywhere(registry: Any) -> None:
     r = post("/v1/sites/b/scopes", json={"scopes": ["q\x001"]}, headers=registry.auth("b"))
     _assert_4xx(r, "validation_error")
     assert registry.snapshot() == before
+
+
+def test_every_created_at_is_rfc3339_with_a_timezone(registry: Any) -> None:
+    import re
+
+    rfc3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+    art = registry.artifacts("a", seed=90)
+    assert registry.publish(art, site="a").status_code == 201
+    registry.subscribe("b", "age")
+    registry.client.post("/v1/sites/a/scopes", json={"scopes": ["q1"]}, headers=registry.auth("a"))
+    a = registry.auth("a")
+    found: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if k == "created_at" and isinstance(v, str):
+                    found.append(v)
+                else:
+                    collect(v)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v)
+
+    for path in (
+        "/v1/sites",
+        "/v1/models",
+        f"/v1/models/{art.card.model_id}",
+        "/v1/sites/a/ledger",
+        "/v1/sites/a/scopes",
+        "/v1/events",
+        "/v1/subscriptions",
+    ):
+        r = registry.client.get(path, headers=registry.admin if path == "/v1/subscriptions" else a)
+        assert r.status_code == 200, (path, r.text)
+        collect(r.json())
+    assert len(found) >= 6
+    bad = [v for v in found if not rfc3339.match(v)]
+    assert not bad, bad

@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Dialect,
     Float,
     ForeignKey,
     Index,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -39,6 +41,7 @@ __all__ = [
     "SiteRow",
     "SiteScopeRow",
     "SubscriptionRow",
+    "UTCDateTime",
     "utcnow",
 ]
 
@@ -54,6 +57,29 @@ NAMING = {
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (UTC).
+
+    PostgreSQL keeps the offset (``timestamptz``); SQLite stores text without one and reads back
+    naive datetimes.  Binding converts to UTC first and reading attaches UTC, so every backend
+    answers RFC 3339 timestamps with a timezone and compares them correctly.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -75,7 +101,7 @@ class SiteRow(Base):
     epsilon_budget: Mapped[float] = mapped_column(Float)
     delta_budget: Mapped[float] = mapped_column(Float)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class FeatureRow(Base):
@@ -85,7 +111,7 @@ class FeatureRow(Base):
 
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     definition: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ModelRow(Base):
@@ -106,7 +132,7 @@ class ModelRow(Base):
     card_json: Mapped[str] = mapped_column(Text)
     public: Mapped[bool] = mapped_column(Boolean)
     position: Mapped[int] = mapped_column(BigInteger, unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ModelFeatureRow(Base):
@@ -137,7 +163,7 @@ class SubscriptionRow(Base):
     channel: Mapped[str] = mapped_column(Text)
     task: Mapped[str] = mapped_column(String(16))
     classes_json: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class DeliveryRow(Base):
@@ -162,7 +188,7 @@ class EventRow(Base):
     site_id: Mapped[int | None] = mapped_column(ForeignKey("sites.id"))
     model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"))
     payload: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class FeedClockRow(Base):
@@ -188,7 +214,7 @@ class LedgerEntryRow(Base):
     epsilon: Mapped[float] = mapped_column(Float)
     delta: Mapped[float] = mapped_column(Float)
     model_id: Mapped[str | None] = mapped_column(ForeignKey("models.id"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("site_id", "release_id"),)
 
@@ -200,7 +226,7 @@ class SiteScopeRow(Base):
 
     site_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), primary_key=True)
     label: Mapped[str] = mapped_column(String(128), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ContributionRow(Base):
@@ -213,7 +239,7 @@ class ContributionRow(Base):
     subscriber_id: Mapped[int] = mapped_column(ForeignKey("sites.id"), index=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
     score: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 Index("ix_events_model_id", EventRow.model_id)

@@ -103,3 +103,50 @@ def test_every_created_at_is_rfc3339_with_a_timezone(registry: Any) -> None:
     assert len(found) >= 6
     bad = [v for v in found if not rfc3339.match(v)]
     assert not bad, bad
+
+
+def _hostile_events() -> dict[str, tuple[list[Any], float]]:
+    from pubsubml.privacy.events import DPEvent
+
+    gauss = {"mechanism": "gaussian", "noise_multiplier": 5.0}
+    return {
+        "approx_dp ε = 1e308": ([DPEvent(mechanism="approx_dp", epsilon=1e308, delta=0.0)], 0.0),
+        "count = 1e18": ([DPEvent(**gauss, count=10**18)], 1e-5),
+        "Laplace b = 1e-300": ([DPEvent(mechanism="laplace", noise_multiplier=1e-300)], 1e-5),
+        "σ = 1e-6": ([DPEvent(mechanism="gaussian", noise_multiplier=1e-6)], 1e-5),
+        "σ = 0.2 over 10⁴ steps": (
+            [
+                DPEvent(
+                    mechanism="subsampled_gaussian",
+                    noise_multiplier=0.2,
+                    sample_rate=0.01,
+                    count=10_000,
+                )
+            ],
+            1e-5,
+        ),
+        "100 distinct events": (
+            [DPEvent(mechanism="gaussian", noise_multiplier=50.0 + i) for i in range(100)],
+            1e-5,
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_hostile_events()))
+def test_expensive_or_unaccountable_dp_events_are_refused_fast(registry: Any, name: str) -> None:
+    import time
+
+    from pubsubml.artifacts.privacy_record import PrivacyRecord
+
+    events, delta = _hostile_events()[name]
+    art = registry.artifacts("a", seed=91)
+    record = PrivacyRecord.from_events(
+        events, epsilon=1.0, delta=delta, accountant="pure" if delta == 0 else "pld"
+    )
+    hostile = registry.artifacts.resign(art.card, art.weights, "a", privacy=record)
+    before = registry.snapshot()
+    start = time.perf_counter()
+    r = registry.publish(hostile, site="a")
+    assert time.perf_counter() - start < 5.0, name  # no exact accounting of such events
+    _assert_4xx(r, "invalid_privacy")
+    assert registry.snapshot() == before

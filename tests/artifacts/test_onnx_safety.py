@@ -272,3 +272,72 @@ def test_signed_but_unsafe_weights_are_refused_by_the_loader(
 
     with pytest.raises(UntrustedArtifactError, match=message):
         PublishedModel.load(artifact.card, artifact.weights, trusted)
+
+
+def _bomb(kind: str) -> bytes:
+    """Tiny graphs that would hang or exhaust memory when loaded or run."""
+    gemm = helper.make_node("Gemm", ["input", "w"], ["h"], transB=1)
+    if kind == "ConstantOfShape":
+        shape = numpy_helper.from_array(np.array([16384, 16384], np.int64), "shape")
+        nodes = [
+            gemm,
+            helper.make_node("ConstantOfShape", ["shape"], ["big"]),
+            helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
+            helper.make_node("Add", ["h", "s"], ["output"]),
+        ]
+        return _model(_graph(nodes, [_weight(), shape])).SerializeToString()
+    if kind == "Expand":
+        one = numpy_helper.from_array(np.ones((1, 1), np.float32), "one")
+        shape = numpy_helper.from_array(np.array([16384, 16384], np.int64), "shape")
+        nodes = [
+            gemm,
+            helper.make_node("Expand", ["one", "shape"], ["big"]),
+            helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
+            helper.make_node("Add", ["h", "s"], ["output"]),
+        ]
+        return _model(_graph(nodes, [_weight(), one, shape])).SerializeToString()
+    # Loop: 10¹² iterations of an identity body
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["carried_in"], ["carried_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_in", TensorProto.FLOAT, [None, N_OUT]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_out", TensorProto.FLOAT, [None, N_OUT]),
+        ],
+    )  # fmt: skip
+    trips = numpy_helper.from_array(np.array(10**12, np.int64), "trips")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    nodes = [gemm, helper.make_node("Loop", ["trips", "cond", "h"], ["output"], body=body)]
+    return _model(_graph(nodes, [_weight(), trips, cond])).SerializeToString()
+
+
+def _weight() -> TensorProto:
+    return numpy_helper.from_array(np.ones((N_OUT, N_IN), np.float32), "w")
+
+
+@pytest.mark.parametrize("kind", ["ConstantOfShape", "Expand", "Loop"])
+def test_memory_and_loop_bombs_are_refused_before_anything_runs(kind: str) -> None:
+    data = _bomb(kind)
+    assert len(data) < 2_000  # a kilobyte or so of graph
+    with pytest.raises(UntrustedArtifactError, match=kind):
+        _check(data)
+
+
+def test_the_runtime_does_not_fold_constants_at_load() -> None:
+    # A constant subgraph (here a harmless one) is evaluated only when the model runs.
+    c = numpy_helper.from_array(np.ones((1, N_OUT), np.float32), "c")
+    nodes = [
+        helper.make_node("Gemm", ["input", "w"], ["h"], transB=1),
+        helper.make_node("Mul", ["c", "c"], ["cc"]),
+        helper.make_node("Add", ["h", "cc"], ["output"]),
+    ]
+    data = _model(_graph(nodes, [_weight(), c])).SerializeToString()
+    _check(data)
+    runner = OnnxRunner(data, n_inputs=N_IN, n_outputs=N_OUT)
+    np.testing.assert_allclose(runner.run(np.zeros((2, N_IN), np.float32)), np.ones((2, N_OUT)))

@@ -150,3 +150,63 @@ def test_expensive_or_unaccountable_dp_events_are_refused_fast(registry: Any, na
     assert time.perf_counter() - start < 5.0, name  # no exact accounting of such events
     _assert_4xx(r, "invalid_privacy")
     assert registry.snapshot() == before
+
+
+@pytest.mark.parametrize("op", ["ConstantOfShape", "Loop"])
+def test_onnx_memory_and_loop_bombs_are_refused_and_nothing_stored(registry: Any, op: str) -> None:
+    import time
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    good = registry.artifacts("a", seed=92, fmt="onnx")
+    n_in = len(good.card.input_schema.names)
+    w = numpy_helper.from_array(np.ones((2, n_in), np.float32), "w")
+    gemm = helper.make_node("Gemm", ["input", "w"], ["h"], transB=1)
+    if op == "ConstantOfShape":
+        extra = [numpy_helper.from_array(np.array([16384, 16384], np.int64), "shape")]
+        nodes = [
+            gemm,
+            helper.make_node("ConstantOfShape", ["shape"], ["big"]),
+            helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
+            helper.make_node("Add", ["h", "s"], ["output"]),
+        ]
+    else:
+        body = helper.make_graph(
+            [
+                helper.make_node("Identity", ["x_in"], ["x_out"]),
+                helper.make_node("Identity", ["c_in"], ["c_out"]),
+            ],
+            "body",
+            [
+                helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [None, 2]),
+            ],
+            [
+                helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [None, 2]),
+            ],
+        )
+        extra = [
+            numpy_helper.from_array(np.array(10**12, np.int64), "trips"),
+            numpy_helper.from_array(np.array(True), "cond"),
+        ]
+        nodes = [gemm, helper.make_node("Loop", ["trips", "cond", "h"], ["output"], body=body)]
+    graph = helper.make_graph(
+        nodes,
+        "bomb",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, n_in])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [None, 2])],
+        initializer=[w, *extra],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    bomb = registry.artifacts.resign(good.card, model.SerializeToString(), "a")
+    before = registry.snapshot()
+    start = time.perf_counter()
+    r = registry.publish(bomb, site="a")
+    assert time.perf_counter() - start < 5.0
+    _assert_4xx(r, "untrusted_artifact")
+    assert op in r.json()["detail"]
+    assert registry.snapshot() == before

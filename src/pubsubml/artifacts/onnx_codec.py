@@ -8,8 +8,13 @@ Any model type travels as ONNX and runs in ONNX Runtime without the publisher's 
 path such as ``../../etc/passwd`` would be read from the subscriber's disk), operators from domains
 other than the standard ``""``/``ai.onnx``/``ai.onnx.ml`` (custom kernels), model-local
 functions, training blocks, oversized payloads and inputs or outputs that do not match the card;
-then :class:`OnnxRunner` runs the graph on the CPU provider only, with one intra-op thread by
-default and no custom op library.
+control flow (``Loop``, ``Scan``, ``If``: an iteration count of 10¹² hangs every subscriber's
+``predict``) and operators that materialise a tensor whose size is data, not the input's
+(``ConstantOfShape``, ``Range``; ``Expand``/``Tile`` to a constant size above
+:data:`MAX_CONSTANT_ELEMENTS`: a 1.3 KB graph can ask for 2 GB); then :class:`OnnxRunner` runs the
+graph on the CPU provider only, with one intra-op thread by default, no custom op library and no
+constant folding at load (nothing is computed before the first ``run``).  The registry and every
+subscriber's loader apply the same checks.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DecodeOptions, reject_foreign_payload
@@ -28,6 +33,8 @@ from pubsubml.errors import UntrustedArtifactError
 
 __all__ = [
     "ALLOWED_DOMAINS",
+    "FORBIDDEN_OPS",
+    "MAX_CONSTANT_ELEMENTS",
     "OnnxRunner",
     "check_onnx",
     "load_onnx",
@@ -37,6 +44,10 @@ __all__ = [
 ]
 
 ALLOWED_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+#: Operators refused whatever their inputs: control flow and data-sized tensor makers.
+FORBIDDEN_OPS = frozenset({"Loop", "Scan", "If", "SequenceMap", "ConstantOfShape", "Range"})
+#: Largest constant target size of an ``Expand`` or ``Tile`` (elements).
+MAX_CONSTANT_ELEMENTS = 1 << 24
 
 
 # ---- safety checks -----------------------------------------------------------------------
@@ -60,11 +71,28 @@ def _check_tensor(tensor: TensorProto, where: str) -> None:
         )
 
 
+def _constant_size(node: onnx.NodeProto, constants: dict[str, TensorProto]) -> int | None:
+    """Elements an ``Expand`` asks for, or the repeat factor of a ``Tile``, when constant."""
+    if len(node.input) < 2 or node.input[1] not in constants:
+        return None
+    values = numpy_helper.to_array(constants[node.input[1]]).astype(np.float64).ravel()
+    if values.size > 64 or np.any(values < 0):
+        return MAX_CONSTANT_ELEMENTS + 1
+    return int(np.prod(values)) if values.size else 1
+
+
 def _check_graph(root: onnx.GraphProto) -> None:
     """Walk the graph and every subgraph without recursion (nesting depth is attacker-chosen)."""
     stack: list[tuple[onnx.GraphProto, str]] = [(root, "main graph")]
+    forbidden: str | None = None  # reported after the walk: external data is named first
     while stack:
         graph, where = stack.pop()
+        constants = {t.name: t for t in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant":
+                for attr in node.attribute:
+                    if attr.HasField("t") and node.output:
+                        constants[node.output[0]] = attr.t
         for t in graph.initializer:
             _check_tensor(t, f"initializer of {where}")
         for st in graph.sparse_initializer:
@@ -76,12 +104,26 @@ def _check_graph(root: onnx.GraphProto) -> None:
                     f"ONNX node {node.name or node.op_type!r} ({where}) uses operator domain "
                     f"{node.domain!r}; only standard domains {sorted(ALLOWED_DOMAINS)} are allowed"
                 )
+            if node.op_type in FORBIDDEN_OPS and forbidden is None:
+                forbidden = f"{node.op_type} ({where})"
+            if node.op_type in ("Expand", "Tile"):
+                size = _constant_size(node, constants)
+                if size is not None and size > MAX_CONSTANT_ELEMENTS:
+                    raise UntrustedArtifactError(
+                        f"ONNX {node.op_type} ({where}) asks for {size} elements from a constant, "
+                        f"above the {MAX_CONSTANT_ELEMENTS} accepted"
+                    )
             for attr in node.attribute:
                 for t in _tensors_of(attr):
                     _check_tensor(t, f"attribute {attr.name!r} of node {node.op_type} in {where}")
                 subgraphs = ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
                 for g in subgraphs:
                     stack.append((g, f"subgraph {g.name!r} of node {node.op_type}"))
+    if forbidden is not None:
+        raise UntrustedArtifactError(
+            f"ONNX operator {forbidden} is not accepted: control flow and tensors sized by data "
+            "can make a model hang or exhaust memory"
+        )
 
 
 def _dims(value: onnx.ValueInfoProto) -> list[int | None]:
@@ -187,8 +229,13 @@ class OnnxRunner:
         options.add_session_config_entry("session.load_model_format", "ONNX")
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
+            # No constant folding at load: a constant subgraph is computed only when the model
+            # runs, on data, never while loading an untrusted model.
             self._session = ort.InferenceSession(
-                data, sess_options=options, providers=["CPUExecutionProvider"]
+                data,
+                sess_options=options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=["ConstantFolding"],
             )
         except Exception as exc:  # onnxruntime raises its own exception types
             raise UntrustedArtifactError(f"ONNX Runtime rejected the model: {exc}") from None

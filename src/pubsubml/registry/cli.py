@@ -248,6 +248,34 @@ def site_list_command(url: UrlOpt = DEFAULT_URL, token: TokenOpt = "") -> None:
     console.print(table)
 
 
+@site_app.command("rotate-token")
+def site_rotate_token_command(
+    name: Annotated[str, typer.Argument(help="Site name.")],
+    expires_in_days: Annotated[
+        int | None, typer.Option(help="Lifetime of the new token in days (default: none).")
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Give a site a new token (your site's token or the admin token); prints it once."""
+    with _errors(), _client(url, token) as client:
+        new = client.rotate_token(name, expires_in_days=expires_in_days)
+    err_console.print(f"site {name!r}: new token (the old one no longer works), shown once:")
+    console.print(new)
+
+
+@site_app.command("revoke-token")
+def site_revoke_token_command(
+    name: Annotated[str, typer.Argument(help="Site name.")],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = "",
+) -> None:
+    """Revoke a site's token until the administrator rotates it."""
+    with _errors(), _client(url, token) as client:
+        site = client.revoke_token(name)
+    console.print(f"site {name!r}: token revoked at {site['token_revoked_at']}")
+
+
 @site_app.command("scopes")
 def site_scopes_command(
     name: Annotated[str, typer.Argument(help="Your site's name.")],

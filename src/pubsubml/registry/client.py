@@ -418,6 +418,16 @@ class RegistryClient:
         """The caller's subscriptions."""
         return list(self._json("GET", "/subscriptions")["subscriptions"])
 
+    def rotate_token(self, site: str, *, expires_in_days: int | None = None) -> str:
+        """A new token for ``site`` (its own token or the admin's); the old one stops working."""
+        body = self._json("POST", f"/sites/{site}/token", json={"expires_in_days": expires_in_days})
+        return str(body["token"])
+
+    def revoke_token(self, site: str) -> dict[str, Any]:
+        """Revoke ``site``'s token until the administrator rotates it; returns the site."""
+        result: dict[str, Any] = self._json("DELETE", f"/sites/{site}/token")
+        return result
+
     def register_scopes(self, site: str, labels: Sequence[str]) -> list[str]:
         """Declare disjoint data chunks of ``site`` (its own token); returns the new labels."""
         body = self._json("POST", f"/sites/{site}/scopes", json={"scopes": list(labels)})

@@ -47,9 +47,11 @@ __all__ = [
     "SiteCreated",
     "SiteList",
     "SitePublic",
+    "SiteToken",
     "SubscriptionCreate",
     "SubscriptionList",
     "SubscriptionPublic",
+    "TokenRotate",
 ]
 
 SITE_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$"
@@ -122,7 +124,26 @@ class SiteBase(BaseModel):
 
 
 class SiteCreate(SiteBase):
-    """Body of ``POST /v1/sites`` (administrator only)."""
+    """Body of ``POST /v1/sites`` (administrator only); the token may get an expiry."""
+
+    token_expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class TokenRotate(BaseModel):
+    """Body of ``POST /v1/sites/{name}/token``: the new token's lifetime (none: no expiry)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class SiteToken(BaseModel):
+    """A site's new token (shown only in this answer) and its lifetime."""
+
+    name: str
+    token: str
+    token_created_at: datetime
+    token_expires_at: datetime | None
 
 
 class SitePublic(SiteBase):
@@ -132,6 +153,10 @@ class SitePublic(SiteBase):
 
     key_id: str | None = None
     created_at: datetime
+    token_created_at: datetime | None = None
+    token_expires_at: datetime | None = None
+    token_revoked_at: datetime | None = None
+    token_changed_by: str | None = None
 
 
 class SiteCreated(SitePublic):

@@ -102,6 +102,10 @@ class SiteRow(Base):
     delta_budget: Mapped[float] = mapped_column(Float)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    token_created_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=utcnow)
+    token_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    token_revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    token_changed_by: Mapped[str | None] = mapped_column(String(64))
 
 
 class FeatureRow(Base):

@@ -32,6 +32,7 @@ __all__ = [
     "PublisherDep",
     "RegistryState",
     "SettingsDep",
+    "StateDep",
     "StoreDep",
     "get_database",
     "get_notifier",
@@ -109,8 +110,9 @@ async def get_principal(
 ) -> Principal:
     """The authenticated caller (HTTP 401 without a valid bearer token).
 
-    Resolved principals are cached per token digest for a few seconds (sites are never renamed
-    or deleted, so the cache can only delay nothing but a lookup).
+    Resolved principals are cached per token digest for a few seconds; rotating or revoking a
+    token clears this replica's cache, so another replica may accept the old token for at most
+    that long.
     """
     token = credentials.credentials if credentials is not None else None
     key = hash_token(token) if token else None

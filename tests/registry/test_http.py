@@ -252,5 +252,14 @@ def test_cli_commands(server: dict[str, Any], artifacts: Any, tmp_path: Path, su
     assert r.exit_code == 0 and r.stdout.split() == ["w1", "w2"]
     r = runner.invoke(app, ["site", "scopes", "d", "w3"], env=b_env)
     assert r.exit_code == 1 and "may not register data chunks" in r.output
+    r = runner.invoke(app, ["site", "rotate-token", "d", "--expires-in-days", "30"], env=site_env)
+    assert r.exit_code == 0, r.output
+    rotated = {**env, "PUBSUBML_TOKEN": r.stdout.strip().splitlines()[-1]}
+    r = runner.invoke(app, ["site", "scopes", "d"], env=site_env)  # the old token
+    assert r.exit_code == 1 and "invalid token" in r.output
+    r = runner.invoke(app, ["site", "revoke-token", "d"], env=rotated)
+    assert r.exit_code == 0 and "revoked" in r.output
+    r = runner.invoke(app, ["site", "scopes", "d"], env=rotated)
+    assert r.exit_code == 1 and "revoked" in r.output
     r = runner.invoke(app, ["budget", "a"], env=b_env)
     assert r.exit_code == 1 and "may not read the privacy ledger" in r.output

@@ -53,8 +53,10 @@ class RegistrySettings(BaseModel):
     sse_heartbeat_seconds : float, default=15
         Interval of keep-alive comments on idle Server-Sent Events streams.
     orphan_grace_seconds : float, default=0
-        Temporary upload files younger than this survive the start-up collection (set it above the
-        longest publish when several replicas share one store).
+        Pending uploads and store files younger than this survive the start-up collection.  0 is
+        right for one registry process.  When several replicas share one store, set it above the
+        longest publish: a restart then interrupts no other replica's publish (with less, such a
+        publish fails with 409 and can be retried; an acknowledged model never loses its file).
 
     Raises
     ------

@@ -84,9 +84,14 @@ class ArtifactStore:
             raise NotFoundError(f"invalid artifact key {key[:40]!r}")
         return self.objects / key[:2] / key
 
-    def stage(self, data: bytes) -> StagedArtifact:
-        """Write ``data`` to a new temporary file and fsync it."""
-        key = uuid.uuid4().hex
+    @staticmethod
+    def new_key() -> str:
+        """A fresh artifact key (32 hex characters)."""
+        return uuid.uuid4().hex
+
+    def stage(self, data: bytes, key: str | None = None) -> StagedArtifact:
+        """Write ``data`` to a new temporary file under ``key`` (default: a fresh one), fsync it."""
+        key = key or self.new_key()
         tmp_path = self.tmp / f"{key}.part"
         with open(tmp_path, "xb") as fh:
             fh.write(data)
@@ -128,7 +133,13 @@ class ArtifactStore:
         return sorted(self.tmp.iterdir())
 
     def collect_orphans(
-        self, referenced: Iterable[str], *, grace_seconds: float = 0.0
+        self,
+        referenced: Iterable[str],
+        *,
+        grace_seconds: float = 0.0,
+        candidates: Iterable[str] | None = None,
+        tmp_candidates: Iterable[Path] | None = None,
+        protected: Iterable[str] = (),
     ) -> OrphanReport:
         """Delete objects no committed row references and stale temporary files.
 
@@ -140,6 +151,12 @@ class ArtifactStore:
             Files younger than this are kept: they may belong to a publish still in progress on
             another replica sharing the store.  0 is right for a single registry process at
             start-up, when no publish of its own is in progress.
+        candidates, tmp_candidates : optional
+            Only these keys and temporary files may be removed (listed *before* ``referenced``
+            was read, so a file that appeared after that read is never taken for an orphan);
+            default: everything in the store now.
+        protected : iterable of str
+            Keys of publishes in progress: kept, and not expected to exist yet.
         """
         report = OrphanReport()
         wanted = set(referenced)
@@ -151,11 +168,16 @@ class ArtifactStore:
             except FileNotFoundError:  # pragma: no cover - removed concurrently
                 return False
 
-        for key in sorted(self.keys() - wanted):
+        keep = wanted | set(protected)
+        keys = self.keys() if candidates is None else set(candidates)
+        for key in sorted(keys - keep):
             if stale(self.path(key)):
                 self.path(key).unlink(missing_ok=True)
                 report.removed_objects.append(key)
-        for p in self.tmp_files():
+        tmps = self.tmp_files() if tmp_candidates is None else list(tmp_candidates)
+        for p in tmps:
+            if p.name.split(".")[0] in keep:
+                continue
             if stale(p):
                 p.unlink(missing_ok=True)
                 report.removed_tmp.append(p.name)

@@ -21,12 +21,13 @@ pubsub-ml.txt §3.2 (Algorithm 1: publishers publish (ε^p, δ^p)-DP models; cha
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts import account_epsilon
@@ -64,6 +65,7 @@ from pubsubml.registry.tables import (
     ModelFeatureRow,
     ModelRow,
     ModelVisibilityRow,
+    PendingUploadRow,
     SiteRow,
     SubscriptionRow,
     utcnow,
@@ -76,6 +78,8 @@ __all__ = [
     "prepare_publication",
     "publish_model",
 ]
+
+log = logging.getLogger("pubsubml.registry")
 
 _EPSILON_RTOL = 1e-6
 #: Largest ε a card may carry, checked by RDP (milliseconds) before the PLD accountant runs: ε
@@ -361,6 +365,18 @@ def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key:
         writer.deliver(sub_id, card.model_id)
 
 
+def _forget_pending(db: Database, storage_key: str) -> None:
+    """Drop a pending upload after a failed publish (best effort: a start-up collection removes
+    what is left once it is old)."""
+    try:
+        with db.write() as session:
+            session.execute(
+                delete(PendingUploadRow).where(PendingUploadRow.storage_key == storage_key)
+            )
+    except Exception:  # the database is unreachable: the pending row ages out
+        log.warning("could not drop pending upload %s", storage_key)
+
+
 def _is_committed(db: Database, storage_key: str) -> bool:
     """True when a model row references ``storage_key`` (a commit that reported an error)."""
     try:
@@ -383,11 +399,23 @@ def commit_publication(
     PrivacyBudgetExceededError
         A concurrent publish of the same site used the budget first.
     """
-    staged = store.stage(pub.weights)
+    key = store.new_key()
+    with db.write() as session:  # announced before the file exists (see services.maintenance)
+        session.add(PendingUploadRow(storage_key=key, created_at=utcnow()))
     created = False
+    staged = None
     try:
+        staged = store.stage(pub.weights, key)
         store.promote(staged)  # durable before the commit; invisible until a row references it
         with db.write() as session:
+            claimed = session.execute(
+                delete(PendingUploadRow).where(PendingUploadRow.storage_key == key)
+            )
+            if getattr(claimed, "rowcount", 1) != 1:
+                raise ConflictError(
+                    "a restarting registry replica collected this upload as a crash leftover "
+                    "before it was committed; nothing was published, publish again"
+                )
             writer = FeedWriter(session)
             if session.get(ModelRow, pub.card.model_id) is None:
                 other = session.execute(
@@ -406,8 +434,9 @@ def commit_publication(
                 writer.close()
                 created = True
     except BaseException:
-        if not (staged.promoted and _is_committed(db, staged.key)):
+        if staged is not None and not (staged.promoted and _is_committed(db, staged.key)):
             store.discard(staged)
+        _forget_pending(db, key)
         raise
     if not created:
         store.discard(staged)

@@ -344,7 +344,7 @@ def _run(
         console.print(table)
         contributions = admin.contributions(subscriber=name)
         console.print(
-            f"  contribution scores reported to the registry: {len(contributions)} models"
+            f"  contribution scores reported to the registry (opt-in, not DP): {len(contributions)} models"
         )
     return scores
 

@@ -24,7 +24,10 @@ def test_demo_runs_end_to_end_over_the_embedded_registry(tmp_path: Path) -> None
         assert set(per_method) == {"Own", "PubSub-ML", "PubSub-ML*"}
         assert all(0.0 <= v <= 1.0 for v in per_method.values())
     text = console.export_text()
-    assert "ε PLD" in text and "contribution scores reported to the registry (opt-in, not DP): 4 models" in text
+    assert (
+        "ε PLD" in text
+        and "contribution scores reported to the registry (opt-in, not DP): 4 models" in text
+    )
     assert text.count("accuracy on 500 fresh rows") == len(SUBSCRIBERS)
     assert "chosen by 5-fold CV) on 200 rows" in text
     assert "fell back to Own" in text or "weights: own" in text

@@ -29,6 +29,7 @@ __all__ = [
     "RegistryError",
     "SchemaMismatchError",
     "SchemaVersionError",
+    "ServiceBusyError",
     "SignatureError",
     "UnknownAccountantError",
     "UnknownLearnerError",
@@ -134,6 +135,10 @@ class ConflictError(RegistryError):
 
 class PayloadTooLargeError(RegistryError, ValueError):
     """An upload exceeds the registry's size limit (HTTP 413)."""
+
+
+class ServiceBusyError(RegistryError):
+    """The registry is at its limit of concurrent work; nothing was done, retry later (HTTP 503)."""
 
 
 class SchemaVersionError(RegistryError):

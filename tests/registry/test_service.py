@@ -180,8 +180,18 @@ def test_settings_dev_mode_and_env(tmp_path: Path) -> None:
         "PUBSUBML_REGISTRY_DATA": str(tmp_path),
         "PUBSUBML_ADMIN_TOKEN": "z" * 32,
         "PUBSUBML_MAX_UPLOAD_BYTES": "1000",
+        "PUBSUBML_VALIDATION_WORKERS": "3",
+        "PUBSUBML_VALIDATION_CPU_SECONDS": "2.5",
+        "PUBSUBML_MAX_CONCURRENT_PUBLISHES": "4",
     }
     s = RegistrySettings.from_env(env)
+    assert (s.validation_workers, s.validation_cpu_seconds, s.max_concurrent_publishes) == (
+        3,
+        2.5,
+        4,
+    )
+    with pytest.raises(ValueError, match="validation_workers"):
+        RegistrySettings.from_env({**env, "PUBSUBML_VALIDATION_WORKERS": "0"})
     assert (
         s.database_url == f"sqlite:///{tmp_path / 'registry.db'}"
         and s.store_dir == tmp_path / "artifacts"

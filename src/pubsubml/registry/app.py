@@ -19,8 +19,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
+from starlette.concurrency import run_in_threadpool
 
 import pubsubml
+from pubsubml.artifacts.validation_pool import shared_pool
 from pubsubml.registry.api.deps import RegistryState
 from pubsubml.registry.api.errors import install_error_handlers
 from pubsubml.registry.api.routes import (
@@ -40,6 +42,7 @@ from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["create_app"]
 
@@ -82,12 +85,27 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         database=db,
         store=ArtifactStore(settings.store_dir),
         notifier=FeedNotifier(),
+        upload_lock=UploadLock(db, settings.store_dir, timeout=settings.publish_wait_seconds),
+        validator=shared_pool(
+            settings.validation_workers,
+            cpu_seconds=settings.validation_cpu_seconds,
+            memory_bytes=settings.validation_memory_bytes,
+            max_weights_bytes=settings.max_upload_bytes,
+            wait_seconds=settings.publish_wait_seconds,
+        ),
+        publish_slots=asyncio.Semaphore(settings.max_concurrent_publishes),
     )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         check_schema(state.database)
-        collect_orphans(state.database, state.store, grace_seconds=settings.orphan_grace_seconds)
+        await run_in_threadpool(
+            collect_orphans,
+            state.database,
+            state.store,
+            state.upload_lock,
+            grace_seconds=settings.orphan_grace_seconds,
+        )
         state.notifier.bind(asyncio.get_running_loop())
         try:
             yield

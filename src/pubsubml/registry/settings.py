@@ -26,6 +26,16 @@ _WEAK_SECRETS = frozenset(
     {"admin", "changeme", "change-me", "changethis", "default", "dev", "password", "secret", "test"}
 )
 _MIN_SECRET_LENGTH = 16
+# Settings that ``RegistrySettings.from_env`` reads from ``PUBSUBML_<NAME>``.
+_ENV_LIMITS = (
+    "max_upload_bytes",
+    "validation_workers",
+    "validation_cpu_seconds",
+    "validation_memory_bytes",
+    "max_concurrent_publishes",
+    "publish_wait_seconds",
+    "orphan_grace_seconds",
+)
 
 
 class RegistrySettings(BaseModel):
@@ -53,10 +63,22 @@ class RegistrySettings(BaseModel):
     sse_heartbeat_seconds : float, default=15
         Interval of keep-alive comments on idle Server-Sent Events streams.
     orphan_grace_seconds : float, default=0
-        Pending uploads and store files younger than this survive the start-up collection.  0 is
-        right for one registry process.  When several replicas share one store, set it above the
-        longest publish: a restart then interrupts no other replica's publish (with less, such a
-        publish fails with 409 and can be retried; an acknowledged model never loses its file).
+        Unreferenced store files younger than this survive the start-up collection (time to
+        inspect leftovers).  Replicas sharing a store need no grace: the collection holds the
+        upload lock, so it never takes a publish in progress for a leftover.
+    validation_workers : int, default=2
+        Worker processes that check uploaded weights and recompute ε (pooled, started on first
+        use); at most this many validations run at once.
+    validation_cpu_seconds : float, default=20
+        CPU time one upload's validation may use; beyond it the worker is killed and the upload
+        refused (422).  An honest 64 MiB ONNX model loads in about a second.
+    validation_memory_bytes : int, default=4 GiB
+        Address space of a validation worker (its imports use about 0.5 GB of it).
+    max_concurrent_publishes : int, default=16
+        Publish requests handled at once (bodies buffered at most this many times); more wait
+        up to ``publish_wait_seconds``, then get 503 ``busy``.
+    publish_wait_seconds : float, default=30
+        See ``max_concurrent_publishes``; also the longest wait for a validation worker.
 
     Raises
     ------
@@ -81,6 +103,11 @@ class RegistrySettings(BaseModel):
     feed_poll_interval: float = Field(default=0.5, gt=0)
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
     orphan_grace_seconds: float = Field(default=0.0, ge=0)
+    validation_workers: int = Field(default=2, ge=1, le=64)
+    validation_cpu_seconds: float = Field(default=20.0, gt=0, le=3600)
+    validation_memory_bytes: int = Field(default=4 << 30, ge=1 << 30)
+    max_concurrent_publishes: int = Field(default=16, ge=1, le=1024)
+    publish_wait_seconds: float = Field(default=30.0, gt=0, le=3600)
 
     @model_validator(mode="before")
     @classmethod
@@ -120,9 +147,12 @@ class RegistrySettings(BaseModel):
 
         ``PUBSUBML_REGISTRY_DATA`` (default ``./registry-data``) holds the default SQLite file and
         artifact folder; ``PUBSUBML_REGISTRY_DB``, ``PUBSUBML_REGISTRY_STORE``,
-        ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``) and
-        ``PUBSUBML_MAX_UPLOAD_BYTES`` override single settings.  Overrides that are ``None`` are
-        ignored.
+        ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``) and, for the limits,
+        ``PUBSUBML_`` + the setting's name in capitals (``PUBSUBML_MAX_UPLOAD_BYTES``,
+        ``PUBSUBML_VALIDATION_WORKERS``, ``PUBSUBML_VALIDATION_CPU_SECONDS``,
+        ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
+        ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``) override single
+        settings.  Overrides that are ``None`` are ignored.
         """
         env = os.environ if env is None else env
         data_dir = Path(env.get("PUBSUBML_REGISTRY_DATA", "registry-data"))
@@ -133,8 +163,10 @@ class RegistrySettings(BaseModel):
             "admin_token": SecretStr(env.get("PUBSUBML_ADMIN_TOKEN", "")),
             "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in {"1", "true", "yes"},
         }
-        if env.get("PUBSUBML_MAX_UPLOAD_BYTES"):
-            values["max_upload_bytes"] = int(env["PUBSUBML_MAX_UPLOAD_BYTES"])
+        for name in _ENV_LIMITS:
+            raw = env.get(f"PUBSUBML_{name.upper()}")
+            if raw:
+                values[name] = raw  # converted and range-checked by the model
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("admin_token"), str):
             values["admin_token"] = SecretStr(values["admin_token"])

@@ -137,9 +137,6 @@ class ArtifactStore:
         referenced: Iterable[str],
         *,
         grace_seconds: float = 0.0,
-        candidates: Iterable[str] | None = None,
-        tmp_candidates: Iterable[Path] | None = None,
-        protected: Iterable[str] = (),
     ) -> OrphanReport:
         """Delete objects no committed row references and stale temporary files.
 
@@ -148,15 +145,9 @@ class ArtifactStore:
         referenced : iterable of str
             Storage keys of committed models (read before calling).
         grace_seconds : float, default=0
-            Files younger than this are kept: they may belong to a publish still in progress on
-            another replica sharing the store.  0 is right for a single registry process at
-            start-up, when no publish of its own is in progress.
-        candidates, tmp_candidates : optional
-            Only these keys and temporary files may be removed (listed *before* ``referenced``
-            was read, so a file that appeared after that read is never taken for an orphan);
-            default: everything in the store now.
-        protected : iterable of str
-            Keys of publishes in progress: kept, and not expected to exist yet.
+            Files younger than this are kept.  The caller makes sure no publish is in progress
+            (:func:`pubsubml.registry.services.maintenance.collect_orphans` holds the upload
+            lock), so 0 is safe.
         """
         report = OrphanReport()
         wanted = set(referenced)
@@ -168,14 +159,12 @@ class ArtifactStore:
             except FileNotFoundError:  # pragma: no cover - removed concurrently
                 return False
 
-        keep = wanted | set(protected)
-        keys = self.keys() if candidates is None else set(candidates)
-        for key in sorted(keys - keep):
+        keep = wanted
+        for key in sorted(self.keys() - keep):
             if stale(self.path(key)):
                 self.path(key).unlink(missing_ok=True)
                 report.removed_objects.append(key)
-        tmps = self.tmp_files() if tmp_candidates is None else list(tmp_candidates)
-        for p in tmps:
+        for p in self.tmp_files():
             if p.name.split(".")[0] in keep:
                 continue
             if stale(p):

@@ -38,7 +38,6 @@ __all__ = [
     "ModelFeatureRow",
     "ModelRow",
     "ModelVisibilityRow",
-    "PendingUploadRow",
     "SiteRow",
     "SiteScopeRow",
     "SubscriptionRow",
@@ -222,16 +221,6 @@ class LedgerEntryRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("site_id", "release_id"),)
-
-
-class PendingUploadRow(Base):
-    """An artifact key a publish in progress will write to the store, committed before the file
-    exists, so that no replica's orphan collection can take the file for a crash leftover."""
-
-    __tablename__ = "pending_uploads"
-
-    storage_key: Mapped[str] = mapped_column(String(128), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class SiteScopeRow(Base):

@@ -7,6 +7,7 @@ Every resource lives on ``app.state.registry`` (a :class:`RegistryState` built b
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -15,6 +16,7 @@ from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from pubsubml.artifacts.validation_pool import ValidationPool
 from pubsubml.errors import PermissionDeniedError
 from pubsubml.registry.auth import Principal, hash_token
 from pubsubml.registry.database import Database
@@ -22,6 +24,7 @@ from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
     "MAX_CURSOR",
@@ -55,12 +58,16 @@ _PRINCIPAL_CACHE_SIZE = 10_000
 
 @dataclass
 class RegistryState:
-    """What one registry process holds: settings, database, store, feed notifier, auth cache."""
+    """What one registry process holds: settings, database, store, feed notifier, upload lock,
+    validation workers, publish slots, auth cache."""
 
     settings: RegistrySettings
     database: Database
     store: ArtifactStore
     notifier: FeedNotifier
+    upload_lock: UploadLock
+    validator: ValidationPool
+    publish_slots: asyncio.Semaphore
     principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
 
 

@@ -34,6 +34,7 @@ from pubsubml.errors import (
     PubsubmlError,
     SchemaMismatchError,
     SchemaVersionError,
+    ServiceBusyError,
     SignatureError,
     UntrustedArtifactError,
 )
@@ -60,12 +61,15 @@ ERROR_CODES: tuple[tuple[type[PubsubmlError], int, str], ...] = (
     (ChannelSyntaxError, 422, "channel_syntax"),
     (InvalidPrivacyParameterError, 422, "invalid_privacy"),
     (SchemaVersionError, 503, "schema_version"),
+    (ServiceBusyError, 503, "busy"),
 )
 
 
 def error_response(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:
     """The JSON error answer."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if code == "busy":
+        headers = {"Retry-After": "1"}
     return JSONResponse(
         {"error": code, "detail": detail, **extra}, status_code=status, headers=headers
     )

@@ -2,15 +2,18 @@
 
 :func:`prepare_publication` runs every check without writing anything: the card (strict
 pydantic), the publisher (a site publishes only as itself), the SHA-256 of the weights, the
-Ed25519 signature against the site's registered key, the safe loader of the weights format
-(no pickle, no ONNX external data, no unknown op domain), the feature dictionary, ε recomputed
-by the PLD accountant from the card's DP events (a card may not claim less), and a trial charge
-of the site's ledger (RDP first, PLD when RDP is not enough).  :func:`commit_publication` then
-writes the weights to a temporary file, fsyncs it, renames it into the store under a fresh key
-(fsync of the directory), and in ONE transaction holding the feed lock re-checks idempotency and
-the ledger, inserts the model, its ledger entry, the ``model.published`` event and one delivery
-per matching subscription, and commits.  The file is invisible until that commit; if anything
-fails, the transaction is rolled back and the file removed (or collected at the next start).
+Ed25519 signature against the site's registered key; then, in a worker process with CPU-time and
+memory limits (:mod:`pubsubml.artifacts.validation_pool`), the safe loader of the weights format
+(no pickle, no ONNX external data, no unknown op domain, no loops) and ε recomputed by the PLD
+accountant from the card's DP events (a card may not claim less); then the feature dictionary
+and a trial charge of the site's ledger (RDP first, PLD when RDP is not enough).
+:func:`commit_publication` then, holding the upload lock shared (:mod:`pubsubml.registry.
+upload_lock`), writes the weights to a temporary file, fsyncs it, renames it into the store under
+a fresh key (fsync of the directory), and in ONE transaction holding the feed lock re-checks
+idempotency and the ledger, inserts the model, its ledger entry, the ``model.published`` event
+and one delivery per matching subscription, and commits.  The file is invisible until that
+commit; if anything fails, the transaction is rolled back and the file removed (or collected at
+the next start).
 
 References
 ----------
@@ -22,30 +25,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pubsubml.artifacts import account_epsilon
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.artifacts.codecs import DecodeOptions
-from pubsubml.artifacts.privacy_record import Accountant
-from pubsubml.artifacts.published import build_runner
 from pubsubml.artifacts.signing import public_key_from_base64, verify_card
+from pubsubml.artifacts.validation_pool import ValidationPool
 from pubsubml.errors import (
     ConflictError,
     DataValidationError,
     DigestMismatchError,
-    InvalidPrivacyParameterError,
     PermissionDeniedError,
-    PubsubmlError,
     SignatureError,
 )
-from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import Release
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import Database
@@ -65,11 +61,11 @@ from pubsubml.registry.tables import (
     ModelFeatureRow,
     ModelRow,
     ModelVisibilityRow,
-    PendingUploadRow,
     SiteRow,
     SubscriptionRow,
     utcnow,
 )
+from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
     "Publication",
@@ -80,14 +76,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("pubsubml.registry")
-
-_EPSILON_RTOL = 1e-6
-#: Largest ε a card may carry, checked by RDP (milliseconds) before the PLD accountant runs: ε
-#: beyond it is no meaningful guarantee (a likelihood ratio up to e^100), and the exact
-#: accountant's time and memory grow with ε (σ = 0.2 over 10⁴ steps: 12 s and 1.7 GB).
-MAX_CARD_EPSILON = 100.0
-#: Most distinct DP events (identical events grouped) the registry composes for one card.
-MAX_DISTINCT_EVENTS = 32
 
 
 @dataclass
@@ -123,83 +111,6 @@ def parse_card(card_text: str | bytes) -> ModelCard:
         raise DataValidationError(f"malformed model card: {problems}") from None
 
 
-def _recompute_epsilon(card: ModelCard, site_delta: float) -> float:
-    """ε of the card's DP events, recomputed; refuse cards that claim less.
-
-    At δ in (0, 1) the PLD accountant composes the events (tight).  δ = 0 is accepted only for
-    pure ε-DP events (Laplace, or ``approx_dp`` with δ_i = 0, e.g. diffprivlib models), composed
-    by basic composition; any other event needs δ > 0.  The card's δ may not exceed the
-    publisher's δ budget ``site_delta``: a small ε at a large δ is not a small cost (ε = 0.28 at
-    δ = 0.3 can be ε ≈ 4.4 at δ = 1e-5), and the ε shown and filtered on is the card's.
-    """
-    record = card.privacy
-    if not record.events or math.isinf(record.epsilon):
-        raise InvalidPrivacyParameterError(
-            "the registry accepts differentially private models only: this card has no DP events "
-            "(ε = ∞)"
-        )
-    if not 0.0 <= record.delta < 1.0:
-        raise InvalidPrivacyParameterError(f"δ must be in (0, 1), the card says {record.delta}")
-    if record.delta > site_delta:
-        raise InvalidPrivacyParameterError(
-            f"the card's δ = {record.delta:g} exceeds the publisher's δ = {site_delta:g}: state "
-            "the model's ε at a δ no larger than the site's"
-        )
-    _check_cost(record.events, record.delta)
-    try:
-        epsilon = account_epsilon(
-            record.events, record.delta, "pure" if record.delta == 0.0 else "pld"
-        )
-    except PubsubmlError as exc:
-        raise InvalidPrivacyParameterError(
-            f"the card's DP events cannot be accounted at δ = {record.delta:g}: {exc}"
-        ) from None
-    except (ArithmeticError, ValueError, MemoryError) as exc:
-        raise InvalidPrivacyParameterError(
-            f"the card's DP events cannot be accounted at δ = {record.delta:g} "
-            f"({type(exc).__name__})"
-        ) from None
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise InvalidPrivacyParameterError(
-            f"the card's DP events give no finite ε > 0 at δ = {record.delta:g} (got {epsilon})"
-        )
-    if record.epsilon < epsilon * (1.0 - _EPSILON_RTOL):
-        raise InvalidPrivacyParameterError(
-            f"the card claims ε = {record.epsilon:.6g}, but its DP events give ε = {epsilon:.6g} at "
-            f"δ = {record.delta:g}; a card may not claim less than its events cost"
-        )
-    return float(epsilon)
-
-
-def _check_cost(events: Sequence[DPEvent], delta: float) -> None:
-    """Refuse, cheaply, DP events the exact accountant should never be asked to compose.
-
-    Too many distinct events, or an RDP ε (an upper bound, within a factor of about 1.4 of the
-    exact ε at these scales, computed in milliseconds) above :data:`MAX_CARD_EPSILON`; also any
-    event the accountants cannot evaluate (an overflow, an unbounded grid), as a 422, not a 500.
-    """
-    distinct = len(set(events))
-    if distinct > MAX_DISTINCT_EVENTS:
-        raise InvalidPrivacyParameterError(
-            f"the card has {distinct} distinct DP events; the registry composes at most "
-            f"{MAX_DISTINCT_EVENTS} (group repeated steps into one event with a count)"
-        )
-    backend: Accountant = "pure" if delta == 0.0 else "rdp"
-    try:
-        bound = account_epsilon(events, delta, backend)
-    except PubsubmlError:
-        return  # the exact accounting below reports it with its reason
-    except (ArithmeticError, ValueError, MemoryError) as exc:
-        raise InvalidPrivacyParameterError(
-            f"the card's DP events cannot be accounted at δ = {delta:g} ({type(exc).__name__})"
-        ) from None
-    if not bound <= MAX_CARD_EPSILON:
-        raise InvalidPrivacyParameterError(
-            f"the card's DP events give ε ≈ {bound:.3g} at δ = {delta:g} by RDP, above the "
-            f"{MAX_CARD_EPSILON:g} the registry accepts: that is no meaningful DP guarantee"
-        )
-
-
 def _visible_ids(session: Session, names: Sequence[str] | None) -> list[int] | None:
     if names is None:
         return None
@@ -223,10 +134,15 @@ def prepare_publication(
     card_text: str | bytes,
     weights: bytes,
     *,
+    validator: ValidationPool,
     visible_to: Sequence[str] | None = None,
     max_weights_bytes: int,
 ) -> Publication | ModelPublic:
     """Run every check of the publish path; writes nothing.
+
+    The checks on untrusted bytes (the weights' loader, ε from the DP events) run in
+    ``validator``'s worker processes; ``session``'s read transaction is ended before them, so no
+    snapshot is held while they run.
 
     Returns the already published model when the same publisher published the same weights
     before (idempotent publish: no second charge), else a :class:`Publication` to commit.
@@ -246,6 +162,8 @@ def prepare_publication(
         or a claimed ε below the recomputed one.
     PrivacyBudgetExceededError
         The release would exceed the site's budget.
+    ServiceBusyError
+        Every validation worker stayed busy.
     """
     if principal.is_admin or not principal.can_publish():
         raise PermissionDeniedError(
@@ -275,9 +193,12 @@ def prepare_publication(
     if existing is not None:
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})
-    build_runner(card, weights, DecodeOptions(max_bytes=max_weights_bytes, intra_op_threads=1))
+    delta_budget = site.delta_budget
+    session.rollback()  # no snapshot held while the worker runs
+    epsilon = validator.validate(
+        card, weights, site_delta=delta_budget, max_weights_bytes=max_weights_bytes
+    )
     check_against_dictionary(session, card.input_schema)
-    epsilon = _recompute_epsilon(card, site.delta_budget)
     visible = _visible_ids(session, visible_to)
     release = release_of_card(card)
     ledger_size = charge(session, site, release)
@@ -365,18 +286,6 @@ def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key:
         writer.deliver(sub_id, card.model_id)
 
 
-def _forget_pending(db: Database, storage_key: str) -> None:
-    """Drop a pending upload after a failed publish (best effort: a start-up collection removes
-    what is left once it is old)."""
-    try:
-        with db.write() as session:
-            session.execute(
-                delete(PendingUploadRow).where(PendingUploadRow.storage_key == storage_key)
-            )
-    except Exception:  # the database is unreachable: the pending row ages out
-        log.warning("could not drop pending upload %s", storage_key)
-
-
 def _is_committed(db: Database, storage_key: str) -> bool:
     """True when a model row references ``storage_key`` (a commit that reported an error)."""
     try:
@@ -388,9 +297,10 @@ def _is_committed(db: Database, storage_key: str) -> bool:
 
 
 def commit_publication(
-    db: Database, store: ArtifactStore, principal: Principal, pub: Publication
+    db: Database, store: ArtifactStore, lock: UploadLock, principal: Principal, pub: Publication
 ) -> ModelPublic:
-    """Store the weights durably, then commit model, ledger entry, event and deliveries at once.
+    """Store the weights durably, then commit model, ledger entry, event and deliveries at once,
+    holding ``lock`` shared throughout (see :mod:`pubsubml.registry.upload_lock`).
 
     Raises
     ------
@@ -398,48 +308,41 @@ def commit_publication(
         The same weights were published by another site.
     PrivacyBudgetExceededError
         A concurrent publish of the same site used the budget first.
+    ServiceBusyError
+        A starting replica held the upload lock past its timeout.
     """
-    key = store.new_key()
-    with db.write() as session:  # announced before the file exists (see services.maintenance)
-        session.add(PendingUploadRow(storage_key=key, created_at=utcnow()))
     created = False
-    staged = None
-    try:
-        staged = store.stage(pub.weights, key)
-        store.promote(staged)  # durable before the commit; invisible until a row references it
-        with db.write() as session:
-            claimed = session.execute(
-                delete(PendingUploadRow).where(PendingUploadRow.storage_key == key)
-            )
-            if getattr(claimed, "rowcount", 1) != 1:
-                raise ConflictError(
-                    "a restarting registry replica collected this upload as a crash leftover "
-                    "before it was committed; nothing was published, publish again"
-                )
-            writer = FeedWriter(session)
-            if session.get(ModelRow, pub.card.model_id) is None:
-                other = session.execute(
-                    select(ModelRow.id).where(ModelRow.weights_sha256 == pub.card.weights_sha256)
-                ).first()
-                if other is not None:
-                    raise ConflictError(
-                        f"weights with SHA-256 {pub.card.weights_sha256} are already published "
-                        "by another site"
-                    )
-                if count_releases(session, pub.site_id) != pub.ledger_size:
-                    site = session.get(SiteRow, pub.site_id)
-                    assert site is not None
-                    charge(session, site, pub.release)
-                _insert(session, writer, pub, staged.key)
-                writer.close()
-                created = True
-    except BaseException:
-        if staged is not None and not (staged.promoted and _is_committed(db, staged.key)):
+    with lock.shared():
+        staged = None
+        try:
+            staged = store.stage(pub.weights)
+            store.promote(staged)  # durable before the commit; invisible until a row references it
+            with db.write() as session:
+                writer = FeedWriter(session)
+                if session.get(ModelRow, pub.card.model_id) is None:
+                    other = session.execute(
+                        select(ModelRow.id).where(
+                            ModelRow.weights_sha256 == pub.card.weights_sha256
+                        )
+                    ).first()
+                    if other is not None:
+                        raise ConflictError(
+                            f"weights with SHA-256 {pub.card.weights_sha256} are already "
+                            "published by another site"
+                        )
+                    if count_releases(session, pub.site_id) != pub.ledger_size:
+                        site = session.get(SiteRow, pub.site_id)
+                        assert site is not None
+                        charge(session, site, pub.release)
+                    _insert(session, writer, pub, staged.key)
+                    writer.close()
+                    created = True
+        except BaseException:
+            if staged is not None and not (staged.promoted and _is_committed(db, staged.key)):
+                store.discard(staged)
+            raise
+        if not created:
             store.discard(staged)
-        _forget_pending(db, key)
-        raise
-    if not created:
-        store.discard(staged)
     with db.read() as session:
         public = get_model(session, principal, pub.card.model_id)
     return public.model_copy(update={"created": created})
@@ -452,6 +355,8 @@ def publish_model(
     card_text: str | bytes,
     weights: bytes,
     *,
+    lock: UploadLock,
+    validator: ValidationPool,
     visible_to: Sequence[str] | None = None,
     max_weights_bytes: int,
 ) -> ModelPublic:
@@ -465,9 +370,10 @@ def publish_model(
             principal,
             card_text,
             weights,
+            validator=validator,
             visible_to=visible_to,
             max_weights_bytes=max_weights_bytes,
         )
     if isinstance(prepared, ModelPublic):
         return prepared
-    return commit_publication(db, store, principal, prepared)
+    return commit_publication(db, store, lock, principal, prepared)

@@ -5,12 +5,14 @@ Models a caller may not see answer 404 exactly like ids that were never publishe
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
+from pubsubml.errors import ServiceBusyError
 from pubsubml.registry.api.deps import (
     Cursor,
     DatabaseDep,
@@ -18,6 +20,7 @@ from pubsubml.registry.api.deps import (
     PrincipalDep,
     PublisherDep,
     SettingsDep,
+    StateDep,
     StoreDep,
 )
 from pubsubml.registry.api.upload import read_publish_form
@@ -62,6 +65,7 @@ _PUBLISH_BODY = {
         409: {"model": ErrorBody, "description": "Over budget, or weights taken."},
         413: {"model": ErrorBody, "description": "Upload too large."},
         422: {"model": ErrorBody, "description": "Invalid card, weights or privacy record."},
+        503: {"model": ErrorBody, "description": "At the limit of concurrent publishes; retry."},
     },
 )
 async def publish(
@@ -71,20 +75,37 @@ async def publish(
     db: DatabaseDep,
     store: StoreDep,
     settings: SettingsDep,
+    state: StateDep,
     notifier: NotifierDep,
 ) -> ModelPublic:
-    """Publish a signed model: every check passes and it is committed atomically, or nothing is."""
-    form = await read_publish_form(request, settings.max_upload_bytes)
-    result = await run_in_threadpool(
-        publish_model,
-        db,
-        store,
-        principal,
-        form.card,
-        form.weights,
-        visible_to=form.visible_to,
-        max_weights_bytes=settings.max_upload_bytes,
-    )
+    """Publish a signed model: every check passes and it is committed atomically, or nothing is.
+
+    At most ``max_concurrent_publishes`` requests are read and checked at once; the others wait
+    up to ``publish_wait_seconds``, then get 503 ``busy`` (with ``Retry-After``).
+    """
+    try:
+        await asyncio.wait_for(state.publish_slots.acquire(), settings.publish_wait_seconds)
+    except TimeoutError:
+        raise ServiceBusyError(
+            f"the registry is handling {settings.max_concurrent_publishes} publishes; nothing "
+            "was published, retry"
+        ) from None
+    try:
+        form = await read_publish_form(request, settings.max_upload_bytes)
+        result = await run_in_threadpool(
+            publish_model,
+            db,
+            store,
+            principal,
+            form.card,
+            form.weights,
+            lock=state.upload_lock,
+            validator=state.validator,
+            visible_to=form.visible_to,
+            max_weights_bytes=settings.max_upload_bytes,
+        )
+    finally:
+        state.publish_slots.release()
     if result.created:
         notifier.notify()
     else:

@@ -60,6 +60,14 @@ def _model(cls: type, **params: Any) -> Any:
     return cls(schema=SCHEMA, classes=CLASSES, random_state=0, **params)
 
 
+@pytest.mark.filterwarnings("ignore:.*iprint:DeprecationWarning")
+@pytest.mark.parametrize("cls", DP_CLASSES)
+def test_events_are_replace_one(cls: type) -> None:
+    """diffprivlib calibrates for datasets that differ in one record's value."""
+    events = _model(cls, epsilon=1.0).fit(X, Y).privacy_events_
+    assert events and {e.neighbouring for e in events} == {"replace_one"}
+
+
 # ---- public bounds ---------------------------------------------------------------------------
 def test_logistic_regression_data_norm_comes_from_the_schema() -> None:
     clf = _model(DPLogisticRegression).fit(X, Y)
@@ -282,7 +290,9 @@ def test_privacy_attributes_record_the_guarantee(cls: type) -> None:
     clf = _model(cls, epsilon=0.5).fit(X, Y)
 
     assert clf.epsilon_ == 0.5 and clf.delta_ == 0.0
-    assert clf.privacy_events_ == [DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0)]
+    assert clf.privacy_events_ == [
+        DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, neighbouring="replace_one")
+    ]
     # the events are what diffprivlib's accountant for this fit recorded, not the parameter
     assert clf.estimator_.accountant.spent_budget == [(0.5, 0)]
 

@@ -57,6 +57,30 @@ def test_publish_charges_ledger_once_and_is_idempotent(registry: Any, support: A
     assert len(models) == 1
 
 
+def test_a_replace_one_release_makes_the_site_ledger_replace_one(
+    registry: Any, support: Any
+) -> None:
+    from pubsubml.privacy.accountant import compute_epsilon
+    from pubsubml.privacy.events import DPEvent
+
+    assert registry.publish(registry.artifacts("a", seed=3), site="a").status_code == 201
+    path = "/v1/sites/a/ledger"
+    assert registry.client.get(path, headers=registry.auth("a")).json()["neighbouring"] == (
+        "add_remove"
+    )
+    laplace = (DPEvent(mechanism="laplace", noise_multiplier=4.0, neighbouring="replace_one"),)
+    art = registry.artifacts("a", seed=4, privacy=support.privacy_record(events=laplace))
+    r = registry.publish(art, site="a")
+    assert r.status_code == 201, r.text
+    ledger = registry.client.get(path, headers=registry.auth("a")).json()
+    assert ledger["neighbouring"] == "replace_one"
+    mixed = compute_epsilon([*support.EVENTS, *laplace], 1e-5)
+    naive = compute_epsilon(
+        [*support.EVENTS, laplace[0].model_copy(update={"neighbouring": "add_remove"})], 1e-5
+    )
+    assert ledger["spent_epsilon"] == pytest.approx(mixed) and mixed > naive
+
+
 def test_filters(registry: Any) -> None:
     a1 = registry.artifacts("a", seed=3, features=("age", "wbc"))
     b1 = registry.artifacts("b", seed=4, features=("age", "sex"), classes=None)

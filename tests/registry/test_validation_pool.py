@@ -69,6 +69,8 @@ def _validate(pool: ValidationPool, art: Any) -> float:
 
 
 def test_an_honest_artifact_gets_its_epsilon(pool: ValidationPool, artifacts: Any) -> None:
+    pool.start()  # workers start ahead of the first upload
+    assert len(pool._all) == pool.size
     art = artifacts("a", seed=1, fmt="onnx")
     assert _validate(pool, art) == pytest.approx(
         compute_epsilon(list(art.card.privacy.events), DELTA)

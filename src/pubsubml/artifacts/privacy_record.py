@@ -186,7 +186,10 @@ def account_epsilon(events: Sequence[DPEvent], delta: float, accountant: Account
     ``"pld"`` and ``"rdp"`` call :func:`pubsubml.privacy.accountant.compute_epsilon` (δ in (0, 1));
     ``"pure"`` is basic composition of pure ε-DP events at δ = 0 (diffprivlib models):
     ε = Σ count·ε_i for ``approx_dp`` events with δ_i = 0 and Σ count/b for ``laplace`` events
-    (b = noise multiplier, scale over L1 sensitivity).
+    (b = noise multiplier, scale over L1 sensitivity).  When the events hold both neighbouring
+    relations, the add/remove events count twice (group privacy of two neighbouring steps) and
+    ε holds for replace-one neighbours, as in
+    :func:`~pubsubml.privacy.accountant.compute_epsilon`.
 
     Raises
     ------
@@ -205,11 +208,13 @@ def account_epsilon(events: Sequence[DPEvent], delta: float, accountant: Account
     if delta != 0.0:
         raise InvalidPrivacyParameterError(f"pure ε-DP accounting is at δ = 0, got δ = {delta}")
     total = 0.0
+    mixed = len({e.neighbouring for e in events}) > 1
     for e in events:
+        factor = 2.0 if mixed and e.neighbouring == "add_remove" else 1.0
         if e.mechanism == "approx_dp" and e.delta == 0.0 and e.epsilon is not None:
-            total += e.count * e.epsilon
+            total += factor * e.count * e.epsilon
         elif e.mechanism == "laplace" and e.noise_multiplier is not None:
-            total += e.count / e.noise_multiplier
+            total += factor * e.count / e.noise_multiplier
         else:
             raise InvalidPrivacyParameterError(
                 f"a {e.mechanism} event with δ = {e.delta} is not pure ε-DP; account it at δ > 0"

@@ -176,6 +176,23 @@ class ValidationPool:
         self._lock = threading.Lock()
         self._closed = False
 
+    def start(self) -> None:
+        """Start every worker not started yet, without waiting for them to be ready (their
+        imports then overlap the server's start-up instead of delaying a first upload)."""
+        if self._closed:
+            return
+        slots: list[_Worker | None] = []
+        while True:
+            try:
+                slots.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        for worker in slots:
+            if worker is not None and not worker.alive():
+                self._discard(worker)
+                worker = None
+            self._idle.put(worker or self._start())
+
     def validate(
         self, card: ModelCard, weights: bytes, *, site_delta: float, max_weights_bytes: int
     ) -> float:

@@ -104,7 +104,9 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
     epsilon_, delta_ : float
         The (ε, 0) guarantee of the model (diffprivlib's mechanisms are pure ε-DP).
     privacy_events_ : list of DPEvent
-        One ``DPEvent(mechanism="approx_dp", epsilon=ε, delta=0)``.
+        One ``DPEvent(mechanism="approx_dp", epsilon=ε, delta=0, neighbouring="replace_one")``
+        per diffprivlib mechanism: diffprivlib calibrates its noise for datasets that differ in
+        one record's value (replace-one neighbours).
     schema_ : FeatureSchema or None
     n_features_in_ : int
     """
@@ -164,7 +166,8 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         self.epsilon_ = total_epsilon
         self.delta_ = 0.0
         self.privacy_events_ = [
-            DPEvent(mechanism="approx_dp", epsilon=e, delta=0.0) for e, _ in spent
+            DPEvent(mechanism="approx_dp", epsilon=e, delta=0.0, neighbouring="replace_one")
+            for e, _ in spent
         ]
         return self
 

@@ -89,7 +89,7 @@ def answer_gradient_query(
     -------
     answer : ndarray of shape like ``theta``
     event : DPEvent
-        ``DPEvent(mechanism="laplace", noise_multiplier=T/ε_i)`` for *one* answer (one row).
+        ``DPEvent(mechanism="laplace", noise_multiplier=T/ε_i, neighbouring="replace_one")`` for *one* answer (one row).
 
     Raises
     ------
@@ -112,7 +112,13 @@ def answer_gradient_query(
     """
     exact = oracle.mean_gradient(theta)
     per_answer = check_positive("epsilon", epsilon) / check_count("horizon", horizon)
-    return laplace_mechanism(exact, sensitivity=oracle.sensitivity, epsilon=per_answer, rng=rng)
+    return laplace_mechanism(
+        exact,
+        sensitivity=oracle.sensitivity,
+        epsilon=per_answer,
+        rng=rng,
+        neighbouring="replace_one",  # the sensitivity 2Ξ/n_i is over replace-one neighbours
+    )
 
 
 class DataOwner:
@@ -146,7 +152,7 @@ class DataOwner:
     ----------
     answers_given : int
     event : DPEvent
-        The DP event of one answer: ``DPEvent(mechanism="laplace", noise_multiplier=T/ε_i)``.
+        The DP event of one answer: ``DPEvent(mechanism="laplace", noise_multiplier=T/ε_i, neighbouring="replace_one")``.
     ledger : PrivacyLedger
         Every answer is charged here (one Laplace DPEvent) before it leaves the owner.
 
@@ -191,7 +197,11 @@ class DataOwner:
         self.horizon = check_count("horizon", horizon)
         self.oracle = SquaredLossOracle(X, y, clip_norm=clip_norm, theta_max=theta_max)
         self.rng = np.random.default_rng() if rng is None else rng
-        self.event = DPEvent(mechanism="laplace", noise_multiplier=self.horizon / self.epsilon)
+        self.event = DPEvent(
+            mechanism="laplace",
+            noise_multiplier=self.horizon / self.epsilon,
+            neighbouring="replace_one",
+        )
         backend = ledger_backend or ("pld" if self.epsilon / self.horizon <= 0.1 else "rdp")
         horizon_event = self.event.model_copy(update={"count": self.horizon})
         self.ledger = PrivacyLedger(

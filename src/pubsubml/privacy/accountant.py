@@ -29,7 +29,9 @@ from pubsubml.privacy.accounting_math import (
     PLD_RESOLUTION,
     _cached_epsilon,
     _group,
+    _is_mixed,
     _pld_interval,
+    _replace_one_epsilon,
 )
 
 # Private math that pubsubml.privacy.calibration imports from here (explicit re-exports).
@@ -37,7 +39,7 @@ from pubsubml.privacy.accounting_math import _INTEGER_ORDERS as _INTEGER_ORDERS
 from pubsubml.privacy.accounting_math import _nice_interval as _nice_interval
 from pubsubml.privacy.accounting_math import _pld_epsilon as _pld_epsilon
 from pubsubml.privacy.accounting_math import _rdp_epsilon as _rdp_epsilon
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.events import DPEvent, Neighbouring
 
 __all__ = [
     "PLD_RESOLUTION",
@@ -48,6 +50,7 @@ __all__ = [
     "check_epsilon",
     "compute_epsilon",
     "create_accountant",
+    "neighbouring_of",
     "pld_discretization_interval",
     "register_accountant",
 ]
@@ -169,10 +172,19 @@ def compute_epsilon(events: Sequence[DPEvent], delta: float, *, backend: Backend
     ``RepeatAndSelectDpEvent(ComposedDpEvent(inner events), mean, shape)`` (Papernot & Steinke
     2022, Theorems 2 and 6) has an RDP curve but no PLD, so any sequence that holds one is
     accounted by RDP whatever ``backend`` says (a valid, slightly conservative bound; the PLD
-    backend then equals the RDP one).  The result is a valid bound for
-    add/remove-one neighbours (pubsub-ml.txt §3.1, Definition 1) only if the events describe what
-    actually ran: Poisson sampling for DP-SGD, the stated noise, and sensitivities from public
-    bounds.
+    backend then equals the RDP one).  The result is a valid bound only if the events describe
+    what actually ran: Poisson sampling for DP-SGD, the stated noise, and sensitivities from
+    public bounds.
+
+    The bound holds for the events' neighbouring relation (:func:`neighbouring_of`): add/remove
+    one record (pubsub-ml.txt §3.1, Definition 1) when every event is ``"add_remove"``, replace
+    one record when every event is ``"replace_one"``.  Events of both relations are composed for
+    replace-one neighbours, the weaker notion, after converting the add/remove events (replacing
+    is removing then adding): a Gaussian or Laplace event keeps its mechanism with half its
+    noise multiplier (the sensitivity at most doubles); the other add/remove events are composed
+    at a share δ_A of δ and their (ε_A, δ_A) becomes (2ε_A, (1 + e^ε_A)·δ_A), with
+    (1 + e^ε_A)·δ_A ≤ δ/2.  The reverse conversion does not exist (a replace-one guarantee says
+    nothing about adding a record), so a mixed composition is never reported as add/remove.
 
     Examples
     --------
@@ -185,7 +197,24 @@ def compute_epsilon(events: Sequence[DPEvent], delta: float, *, backend: Backend
         raise UnknownAccountantError(
             f"unknown accountant backend {backend!r}; use one of {sorted(_BACKENDS)}"
         )
-    return _cached_epsilon(_group(events), float(delta), backend)
+    grouped = _group(events)
+    if _is_mixed(grouped):
+        return _replace_one_epsilon(grouped, float(delta), backend)
+    return _cached_epsilon(grouped, float(delta), backend)
+
+
+def neighbouring_of(events: Sequence[DPEvent]) -> Neighbouring:
+    """The neighbouring relation of the ε that :func:`compute_epsilon` reports for ``events``:
+    ``"replace_one"`` as soon as one event is, else ``"add_remove"``.
+
+    Examples
+    --------
+    >>> sgd = DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.0, sample_rate=0.01)
+    >>> nb = DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, neighbouring="replace_one")
+    >>> neighbouring_of([sgd]), neighbouring_of([sgd, nb])
+    ('add_remove', 'replace_one')
+    """
+    return "replace_one" if any(e.neighbouring == "replace_one" for e in events) else "add_remove"
 
 
 class PrivacyAccountant:

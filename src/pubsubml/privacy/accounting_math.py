@@ -42,7 +42,7 @@ _INTEGER_ORDERS: tuple[float, ...] = (*range(2, 64), 128, 256, 512, 1024)
 _DEFAULT_ORDERS: tuple[float, ...] = tuple(rdp_lib.DEFAULT_RDP_ORDERS)
 
 
-_Key = tuple[str, float, float, float, float, tuple[DPEvent, ...], float, float]
+_Key = tuple[str, float, float, float, float, tuple[DPEvent, ...], float, float, str]
 
 
 def _params(event: DPEvent) -> _Key:
@@ -51,7 +51,17 @@ def _params(event: DPEvent) -> _Key:
     fields = (event.noise_multiplier, event.sample_rate, event.epsilon, event.delta, event.mean)
     sigma, rate, eps, dlt, mean = (-1.0 if v is None else float(v) for v in fields)
     shape = _shape(event) if event.mechanism == "repeat_and_select" else -1.0
-    return (event.mechanism, sigma, rate, eps, dlt, event.events or (), mean, shape)
+    return (
+        event.mechanism,
+        sigma,
+        rate,
+        eps,
+        dlt,
+        event.events or (),
+        mean,
+        shape,
+        event.neighbouring,
+    )
 
 
 def _shape(event: DPEvent) -> float:
@@ -248,3 +258,59 @@ _BACKENDS: dict[str, Callable[[tuple[DPEvent, ...], float], float]] = {
     "pld": _pld_backend,
     "rdp": _rdp_backend,
 }
+
+
+def _is_mixed(events: Sequence[DPEvent]) -> bool:
+    """Whether the events hold both neighbouring relations."""
+    return len({e.neighbouring for e in events}) > 1
+
+
+def _replace_one_epsilon(events: tuple[DPEvent, ...], delta: float, backend: str) -> float:
+    """ε at δ, for replace-one neighbours, of grouped events of both relations.
+
+    Replacing a record is removing it then adding another, so an add/remove event is converted:
+    a Gaussian or Laplace release whose sensitivity is Δ over add/remove neighbours has
+    sensitivity at most 2Δ over replace-one neighbours (triangle inequality), i.e. half its
+    noise multiplier; any other add/remove event (DP-SGD steps, ``approx_dp``,
+    ``repeat_and_select``) is composed on its own at a share δ_A of δ, and its
+    (ε_A, δ_A)-guarantee becomes (2ε_A, (1 + e^ε_A)·δ_A) over replace-one neighbours (group
+    privacy for two neighbouring steps), which then composes as an ``approx_dp`` event.  δ_A is
+    chosen so that (1 + e^ε_A)·δ_A ≤ δ/2.
+    """
+    direct: list[DPEvent] = []
+    rest: list[DPEvent] = []
+    for e in events:
+        if e.neighbouring == "replace_one":
+            direct.append(e)
+        elif e.mechanism in ("gaussian", "laplace"):
+            sigma = float(e.noise_multiplier or 0.0) / 2.0
+            direct.append(
+                e.model_copy(update={"noise_multiplier": sigma, "neighbouring": "replace_one"})
+            )
+        else:
+            rest.append(e)
+    if rest:
+        group = _group(rest)
+        guess = _cached_epsilon(group, delta / 4.0, backend)
+        for _ in range(64):
+            if not math.isfinite(guess) or guess > 700.0:
+                return math.inf
+            delta_a = delta / (4.0 * (1.0 + math.exp(guess)))
+            eps_a = _cached_epsilon(group, delta_a, backend)
+            if not math.isfinite(eps_a) or eps_a > 700.0:
+                return math.inf
+            used = (1.0 + math.exp(eps_a)) * delta_a
+            if used <= delta / 2.0:
+                break
+            guess = eps_a
+        else:  # pragma: no cover - the guess grows to a fixed point in a few steps
+            return math.inf
+        direct.append(
+            DPEvent(
+                mechanism="approx_dp",
+                epsilon=max(2.0 * eps_a, 1e-12),
+                delta=used,
+                neighbouring="replace_one",
+            )
+        )
+    return _cached_epsilon(_group(direct), delta, backend)

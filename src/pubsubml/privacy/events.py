@@ -18,17 +18,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pubsubml.errors import InvalidPrivacyParameterError
 
-__all__ = ["DPEvent", "Mechanism"]
+__all__ = ["DPEvent", "Mechanism", "Neighbouring"]
 
 Mechanism = Literal["subsampled_gaussian", "gaussian", "laplace", "approx_dp", "repeat_and_select"]
+#: The neighbouring relation a guarantee holds for: datasets that differ by adding or removing one
+#: record, or by replacing one record.
+Neighbouring = Literal["add_remove", "replace_one"]
 #: Most events one ``repeat_and_select`` event may hold (cards are untrusted input).
 MAX_INNER_EVENTS = 64
 # Mechanisms without an RDP curve here, which a repeat_and_select event cannot hold.
 _NO_INNER = ("approx_dp", "repeat_and_select")
+# Mechanisms accounted for add/remove neighbours only.
+_ADD_REMOVE_ONLY = ("subsampled_gaussian", "repeat_and_select")
 
 
 def _is_none(value: Any) -> bool:
     return value is None
+
+
+def _is_add_remove(value: Any) -> bool:
+    return value == "add_remove"
 
 
 class DPEvent(BaseModel):
@@ -62,6 +71,15 @@ class DPEvent(BaseModel):
         ``repeat_and_select`` only: the shape η ≥ 0 of the truncated negative binomial law of K
         (η = 0 logarithmic, η = 1 geometric); ``None`` for the Poisson law (η = ∞, which JSON
         cannot hold).
+    neighbouring : {"add_remove", "replace_one"}, default="add_remove"
+        The neighbouring relation the noise was calibrated for: ``noise_multiplier`` (or ε, δ of
+        an ``approx_dp`` event) is relative to the sensitivity over datasets that differ by
+        adding or removing one record (DP-SGD, pubsub-ml.txt §3.1 Definition 1), or by replacing
+        one (diffprivlib's models, answers normalised by a known n).  Events of both relations
+        compose only after conversion (:func:`~pubsubml.privacy.accountant.compute_epsilon`).
+        Left out of the JSON when ``"add_remove"``.  ``subsampled_gaussian`` and
+        ``repeat_and_select`` events must be ``"add_remove"``: no accountant here handles
+        Poisson subsampling under replace-one.
 
     Raises
     ------
@@ -93,6 +111,7 @@ class DPEvent(BaseModel):
     events: tuple[DPEvent, ...] | None = Field(default=None, exclude_if=_is_none)
     mean: float | None = Field(default=None, exclude_if=_is_none)
     shape: float | None = Field(default=None, exclude_if=_is_none)
+    neighbouring: Neighbouring = Field(default="add_remove", exclude_if=_is_add_remove)
 
     def __init__(self, **data: Any) -> None:
         # pydantic wraps errors raised in validators into ValidationError; surface the documented one.
@@ -105,6 +124,11 @@ class DPEvent(BaseModel):
     def _check(self) -> DPEvent:
         if self.count < 1:
             raise InvalidPrivacyParameterError(f"count must be >= 1, got {self.count}")
+        if self.neighbouring == "replace_one" and self.mechanism in _ADD_REMOVE_ONLY:
+            raise InvalidPrivacyParameterError(
+                f"{self.mechanism} events are accounted for add/remove neighbours only: no "
+                "accountant here handles Poisson subsampling under replace-one"
+            )
         if self.mechanism == "repeat_and_select":
             return self._check_repeat_and_select()
         if self.events is not None or self.mean is not None or self.shape is not None:
@@ -145,6 +169,10 @@ class DPEvent(BaseModel):
             raise InvalidPrivacyParameterError(
                 f"repeat_and_select needs 1 to {MAX_INNER_EVENTS} inner events, got "
                 f"{len(self.events or ())}"
+            )
+        if any(e.neighbouring != "add_remove" for e in self.events):
+            raise InvalidPrivacyParameterError(
+                "the inner events of repeat_and_select must be add/remove events"
             )
         nested = [e.mechanism for e in self.events if e.mechanism in _NO_INNER]
         if nested:

@@ -31,8 +31,13 @@ from pubsubml.errors import (
     InvalidPrivacyParameterError,
     PrivacyBudgetExceededError,
 )
-from pubsubml.privacy.accountant import check_delta, check_epsilon, compute_epsilon
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.accountant import (
+    check_delta,
+    check_epsilon,
+    compute_epsilon,
+    neighbouring_of,
+)
+from pubsubml.privacy.events import DPEvent, Neighbouring
 
 __all__ = ["PrivacyLedger", "Release"]
 
@@ -127,6 +132,12 @@ class PrivacyLedger(BaseModel):
     additive, :meth:`remaining_epsilon` is indicative; ask :meth:`epsilon_if_charged` before
     planning a release.  ε values are cached per distinct group of events, so a stream of many
     releases on disjoint chunks with the same mechanism costs one accountant call.
+
+    Releases may use either neighbouring relation (:class:`~pubsubml.privacy.events.DPEvent`):
+    once one release is replace-one (a diffprivlib model, an answer normalised by a known n),
+    every ε the ledger reports holds for replace-one neighbours, the add/remove releases being
+    converted (:func:`~pubsubml.privacy.accountant.compute_epsilon`); :meth:`neighbouring` says
+    which.
 
     Examples
     --------
@@ -240,6 +251,11 @@ class PrivacyLedger(BaseModel):
         """
         self._check_new(release)
         return self._spent([*self.releases, release])
+
+    def neighbouring(self) -> Neighbouring:
+        """The neighbouring relation the ledger's ε holds for (``"add_remove"`` until a
+        replace-one release is charged)."""
+        return neighbouring_of([e for r in self.releases for e in r.events])
 
     def remaining_epsilon(self) -> float:
         """``max(0, epsilon_budget - spent_epsilon())`` (indicative: ε does not add up)."""

@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 from pubsubml.privacy.accountant import check_epsilon
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.events import DPEvent, Neighbouring
 
 __all__ = ["clip_by_l2_norm", "gaussian_mechanism", "laplace_mechanism"]
 
@@ -111,25 +111,30 @@ def laplace_mechanism(
     sensitivity: float,
     epsilon: float,
     rng: np.random.Generator,
+    neighbouring: Neighbouring = "add_remove",
 ) -> tuple[np.ndarray, DPEvent]:
     """Add Laplace noise of scale b = Δ₁/ε to every entry of ``value`` (ε-DP).
 
     Parameters
     ----------
     value : array-like of shape (...)
-        The exact answer; its L1 sensitivity over add/remove-one neighbours is ``sensitivity``.
+        The exact answer; its L1 sensitivity over ``neighbouring`` neighbours is
+        ``sensitivity``.
     sensitivity : float
         Δ₁ > 0, derived from public bounds.
     epsilon : float
         ε > 0 of this single release.
     rng : numpy.random.Generator
         Source of noise.
+    neighbouring : {"add_remove", "replace_one"}, default="add_remove"
+        The relation ``sensitivity`` holds for (e.g. ``"replace_one"`` for a mean over a known
+        number of records); recorded in the event.
 
     Returns
     -------
     noisy : ndarray of float64, same shape as ``value``
     event : DPEvent
-        ``DPEvent(mechanism="laplace", noise_multiplier=b/Δ₁ = 1/ε)``.
+        ``DPEvent(mechanism="laplace", noise_multiplier=b/Δ₁ = 1/ε, neighbouring=...)``.
 
     Raises
     ------
@@ -155,7 +160,9 @@ def laplace_mechanism(
     array = _finite_array(value)
     scale = delta1 / float(epsilon)
     noisy = array + rng.laplace(0.0, scale, size=array.shape)
-    return noisy, DPEvent(mechanism="laplace", noise_multiplier=scale / delta1)
+    return noisy, DPEvent(
+        mechanism="laplace", noise_multiplier=scale / delta1, neighbouring=neighbouring
+    )
 
 
 def clip_by_l2_norm(per_sample: np.ndarray, max_norm: float) -> np.ndarray:

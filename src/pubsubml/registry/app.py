@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -38,6 +39,7 @@ from pubsubml.registry.api.routes import (
 )
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema
+from pubsubml.registry.schemas import ErrorBody
 from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.settings import RegistrySettings
@@ -47,8 +49,20 @@ from pubsubml.registry.upload_lock import UploadLock
 __all__ = ["create_app"]
 
 
+#: Error answers any operation may give, all with the :class:`ErrorBody` shape (documented once,
+#: so the published OpenAPI describes every 4xx and 503 body the API actually sends).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing, unknown, expired or revoked token."},
+    403: {"model": ErrorBody, "description": "The caller may not do this."},
+    404: {"model": ErrorBody, "description": "No such resource, or not visible to the caller."},
+    409: {"model": ErrorBody, "description": "Conflicts with the registry's state."},
+    422: {"model": ErrorBody, "description": "Invalid request; `errors` lists the fields."},
+    503: {"model": ErrorBody, "description": "Busy, or the database is not migrated; retry."},
+}
+
+
 def _router() -> APIRouter:
-    v1 = APIRouter(prefix="/v1")
+    v1 = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
     for module in (
         health,
         whoami,
@@ -106,6 +120,7 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
             state.upload_lock,
             grace_seconds=settings.orphan_grace_seconds,
         )
+        state.validator.start()
         state.notifier.bind(asyncio.get_running_loop())
         try:
             yield

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.events import DPEvent, Neighbouring
 from pubsubml.schema import Feature
 
 __all__ = [
@@ -340,6 +340,10 @@ class LedgerPublic(BaseModel):
     delta_budget: float
     spent_epsilon: float
     remaining_epsilon: float
+    neighbouring: Neighbouring = Field(
+        default="add_remove",
+        description="The neighbouring relation spent ε holds for: replace-one once a release is.",
+    )
     scopes: list[ScopePublic] = []
     releases: list[ReleasePublic]
 

@@ -226,6 +226,7 @@ def read_ledger(session: Session, principal: Principal, site_name: str) -> Ledge
         delta_budget=site.delta_budget,
         spent_epsilon=spent,
         remaining_epsilon=max(0.0, site.epsilon_budget - spent),
+        neighbouring=ledger.neighbouring(),
         scopes=[ScopePublic(label=k, created_at=v) for k, v in _scopes(session, site.id).items()],
         releases=[
             ReleasePublic(

@@ -13,7 +13,12 @@ __all__ = ["router"]
 router = APIRouter(prefix="/features", tags=["features"])
 
 
-@router.post("", response_model=FeatureList, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    response_model=FeatureList,
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": FeatureList, "description": "Nothing new: identical re-adds."}},
+)
 def add_features(
     body: FeatureList,
     principal: PrincipalDep,

@@ -1,0 +1,113 @@
+"""Two registry replicas (subprocesses) on one PostgreSQL schema and one artifact store, under
+publish load on both, while one is killed (SIGKILL) and restarted again and again: every model
+either replica acknowledged stays listed and downloadable with its digest, and the database and
+the store agree at the end."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pubsubml.errors import RegistryError
+from pubsubml.registry.client import RegistryClient
+from pubsubml.registry.database import Database
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+RESTARTS = 2
+UP_SECONDS = 3.0  # how long the restarted replica serves before it is killed again
+
+
+def _publish_until(
+    stop: threading.Event, bases: list[str], token: str, arts: list[Any], out: dict[str, Any]
+) -> None:
+    """Publish ``arts`` through the replicas in turn; record acknowledgements (with the replica
+    that gave them) and failures."""
+    clients = [RegistryClient(base, token, retries=0, timeout=30.0) for base in bases]
+    for k, art in enumerate(arts):
+        if stop.is_set():
+            break
+        replica = k % len(clients)
+        try:
+            out["acked"].append((replica, clients[replica].publish(art.card, art.weights)))
+        except RegistryError as exc:  # a 4xx/5xx answer
+            out["refused"].append(str(exc))
+        except Exception as exc:  # the replica is down: connection refused or reset
+            out["unreachable"].append(type(exc).__name__)
+            time.sleep(0.02)
+    for client in clients:
+        client.close()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_rolling_restarts_lose_no_acknowledged_model(
+    backend: Any, tmp_path: Path, support: Any, artifacts: Any
+) -> None:
+    store = tmp_path / "store"
+    ports = [support.free_port(), support.free_port()]
+    bases = [f"http://127.0.0.1:{p}" for p in ports]
+    procs = [support.spawn_server(backend.url, store, p) for p in ports]
+    try:
+        for base, proc in zip(bases, procs, strict=True):
+            support.wait_healthy(base, proc=proc)
+        admin = RegistryClient(bases[0], support.ADMIN_TOKEN)
+        admin.add_features(support.DICTIONARY.features)
+        tokens = {
+            s: admin.add_site(
+                s, public_key=artifacts.public_key(s), epsilon_budget=1e4, delta_budget=1e-5
+            )["token"]
+            for s in ("a", "b")
+        }
+        arts = {s: [artifacts(s, seed=1000 + k) for k in range(250)] for s in ("a", "b")}
+        stop = threading.Event()
+        results = {s: {"acked": [], "refused": [], "unreachable": []} for s in ("a", "b")}
+        threads = [
+            threading.Thread(
+                target=_publish_until, args=(stop, bases, tokens[s], arts[s], results[s])
+            )
+            for s in ("a", "b")
+        ]
+        for t in threads:
+            t.start()
+        for _ in range(RESTARTS):  # replica 1 dies mid-load and starts again (collecting orphans)
+            time.sleep(UP_SECONDS)
+            procs[1].send_signal(signal.SIGKILL)
+            procs[1].wait(10)
+            procs[1] = support.spawn_server(backend.url, store, ports[1])
+            support.wait_healthy(bases[1], proc=procs[1])
+        time.sleep(UP_SECONDS)
+        stop.set()
+        for t in threads:
+            t.join(60)
+
+        acked = [pair for r in results.values() for pair in r["acked"]]
+        by_replica = [sum(1 for replica, _ in acked if replica == i) for i in (0, 1)]
+        assert min(by_replica) >= 3 and sum(by_replica) >= 20, (by_replica, results)
+        assert sum(len(r["unreachable"]) for r in results.values()) > 0  # it did go down
+        server_errors = [m for r in results.values() for m in r["refused"] if "HTTP 5" in m]
+        assert server_errors == []
+        reader = RegistryClient(bases[1], tokens["a"])
+        by_id = {a.card.model_id: a for s in ("a", "b") for a in arts[s]}
+        for _, model_id in acked:
+            assert reader.get_model(model_id)["model_id"] == model_id
+            for base in bases:
+                weights = RegistryClient(base, tokens["a"]).download_weights(model_id)
+                assert hashlib.sha256(weights).hexdigest() == by_id[model_id].card.weights_sha256
+        db = Database(backend.url)
+        try:
+            with db.engine.connect() as conn:
+                keys = {r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM models")}
+        finally:
+            db.dispose()
+        files = {p.name for p in (store / "objects").glob("*/*")}
+        assert keys <= files  # no committed row without its file (crash leftovers may remain)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(10)

@@ -21,7 +21,7 @@ from pubsubml.registry.database import Database
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 RESTARTS = 2
-UP_SECONDS = 3.0  # how long the restarted replica serves before it is killed again
+UP_SECONDS = 2.0  # how long the restarted replica serves before it is killed again
 
 
 def _publish_until(

@@ -76,8 +76,9 @@ def test_dp_defaults_and_dp_public_model_compose_on_the_clients_ledger() -> None
     clients = [r for r in records if r["record"] == "client"]
     by_kind = {r["public"]: r["total_epsilon"] for r in clients if r["variant"] == "held_out"}
     assert by_kind["rf"] == np.inf  # a non-DP public model makes the publication non-DP
-    # pure ε = 1 defaults and a pure ε = 1 logistic regression: ε = 2 at any δ
-    assert by_kind["dp_lr_e1"] == pytest.approx(2.0, abs=1e-3)
+    # pure ε = 1 defaults (add/remove) and a pure ε = 1 diffprivlib logistic regression
+    # (replace-one): ε = 2 · 1 + 1 = 3 for replace-one neighbours, at any δ
+    assert by_kind["dp_lr_e1"] == pytest.approx(3.0, abs=1e-3)
     # the DP MLP's events and the defaults' d pure events, composed by the accountant
     (public,) = stacking_experiments._PUBLIC_CACHE.values()
     mlp = public["dp_mlp_e1"][0].estimator
@@ -92,18 +93,19 @@ def test_dp_defaults_and_dp_public_model_compose_on_the_clients_ledger() -> None
 
 @pytest.mark.parametrize("rows", ["all", "disjoint"])
 def test_a_records_epsilon_composes_every_client_that_holds_it(rows: str) -> None:
-    # 3 clients, each ε = 1 DP defaults (d pure events) + an ε = 1 DP logistic regression.  With the
+    # 3 clients, each ε = 1 DP defaults (d pure add/remove events) + an ε = 1 DP logistic
+    # regression (replace-one): ε = 2 · 1 + 1 = 3 per client for replace-one neighbours.  With the
     # paper's vertical partition every client holds every row: a record is in all 3 publications,
-    # composed by the accountant (at δ = 1e-5 below the pure sum 6); with disjoint rows in one.
+    # composed by the accountant (at δ = 1e-5 below the pure sum 9); with disjoint rows in one.
     kw = {"p": 0.5, "noise": 0.0, "dataset": "hi", "max_rows": 200, "trees": 5, "n_clients": 3}
     records = vertical_task(0, 0, defaults="dp", models="dp", dp_kinds="dp_lr_e1", rows=rows, **kw)
     lr = [r for r in records if r["record"] == "client" and r["public"] == "dp_lr_e1"]
-    assert all(r["total_epsilon"] == pytest.approx(2.0, abs=1e-3) for r in lr)
+    assert all(r["total_epsilon"] == pytest.approx(3.0, abs=1e-3) for r in lr)
     d = round(0.5 * len(load_binary("hi", 200, 0).schema.names))
     one = [DPEvent(mechanism="approx_dp", epsilon=1.0 / d, delta=0.0)] * d
-    one += [DPEvent(mechanism="approx_dp", epsilon=1.0, delta=0.0)]
-    expected = compute_epsilon(one * 3, 1e-5) if rows == "all" else 2.0
-    assert rows == "disjoint" or 2.0 < expected <= 6.0
+    one += [DPEvent(mechanism="approx_dp", epsilon=1.0, delta=0.0, neighbouring="replace_one")]
+    expected = compute_epsilon(one * 3, 1e-5) if rows == "all" else 3.0
+    assert rows == "disjoint" or 3.0 < expected <= 9.0
     assert all(r["record_epsilon"] == pytest.approx(expected, rel=1e-3) for r in lr)
 
 

@@ -22,6 +22,7 @@ from pubsubml.learners.local import LocalModel
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.learners.registry import create_learner
 from pubsubml.methods.stacking import vertical_partition
+from pubsubml.privacy.events import Neighbouring
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.schema import Feature, FeatureSchema
 
@@ -104,6 +105,11 @@ class PublicKind:
         """Whether the model is differentially private."""
         return self.epsilon is not None
 
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """The relation the model's ε holds for: DP-SGD add/remove, diffprivlib replace-one."""
+        return "add_remove" if self.learner == "dp_mlp_classifier" else "replace_one"
+
     def build(self, schema: FeatureSchema, classes: Sequence[Any], seed: int, n: int) -> Any:
         """An unfitted estimator for a client with ``n`` rows."""
         params: dict[str, Any] = dict(self.params)
@@ -174,8 +180,10 @@ def publication_ledger(
     """The ledger a client charges its public model of ``kind`` to.
 
     The client's budget is what it has already planned (``base``: e.g. its DP defaults) plus the
-    model's ε.  ``base`` is copied, not changed: the kinds are alternative federations, each
-    publication composed on its own copy.
+    model's ε.  When the model's neighbouring relation differs from that of ``base``'s releases,
+    the ledger's ε holds for replace-one neighbours, where an add/remove ε counts twice (group
+    privacy), so the add/remove part is planned twice.  ``base`` is copied, not changed: the
+    kinds are alternative federations, each publication composed on its own copy.
 
     Examples
     --------
@@ -187,7 +195,10 @@ def publication_ledger(
     if base is None:
         return PrivacyLedger(site=client, epsilon_budget=kind.epsilon, delta=delta)
     ledger = base.model_copy(deep=True)
-    ledger.epsilon_budget = base.epsilon_budget + kind.epsilon
+    mixed = bool(base.releases) and base.neighbouring() != kind.neighbouring
+    planned = base.epsilon_budget * (2.0 if mixed and base.neighbouring() == "add_remove" else 1.0)
+    model = kind.epsilon * (2.0 if mixed and kind.neighbouring == "add_remove" else 1.0)
+    ledger.epsilon_budget = planned + model
     return ledger
 
 

@@ -527,6 +527,17 @@ def spawn_server(
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def keys_and_files(db_url: str, store: Path) -> tuple[set[str], set[str]]:
+    """Storage keys of the committed models, and names of the files in the store's objects."""
+    db = Database(db_url)
+    try:
+        with db.engine.connect() as conn:
+            keys = {r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM models")}
+    finally:
+        db.dispose()
+    return keys, {p.name for p in (store / "objects").glob("*/*")}
+
+
 def card_dict(artifact: Artifact) -> dict[str, Any]:
     """The card of an artifact as a JSON dict."""
     return dict(json.loads(artifact.card.to_json()))

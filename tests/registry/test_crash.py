@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.database import Database
 
 HANGING = Path(__file__).with_name("hanging_server.py")
 
@@ -33,17 +32,6 @@ def _start_hanging(
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
-
-
-def _agree(db_url: str, store: Path) -> tuple[set[str], set[str]]:
-    db = Database(db_url)
-    try:
-        with db.engine.connect() as conn:
-            keys = {r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM models")}
-    finally:
-        db.dispose()
-    files = {p.name for p in (store / "objects").glob("*/*")}
-    return keys, files
 
 
 def test_sigkill_during_upload_and_before_commit(
@@ -86,7 +74,7 @@ def test_sigkill_during_upload_and_before_commit(
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert marker.exists(), f"the publish never reached its commit: {outcome}"
-        keys, files = _agree(backend.url, store)
+        keys, files = support.keys_and_files(backend.url, store)
         assert keys == set() and len(files) == 1  # written and renamed, but not committed
         _kill(proc)
         upload.close()
@@ -98,9 +86,9 @@ def test_sigkill_during_upload_and_before_commit(
         support.wait_healthy(base, proc=proc)
         site = RegistryClient(base, token)
         assert site.list_models() == [] and site.ledger("a")["releases"] == []
-        assert _agree(backend.url, store) == (set(), set())
+        assert support.keys_and_files(backend.url, store) == (set(), set())
         assert site.publish(art.card, art.weights) == art.card.model_id
-        keys, files = _agree(backend.url, store)
+        keys, files = support.keys_and_files(backend.url, store)
         assert keys == files and len(keys) == 1
         assert not list((store / "tmp").iterdir())
     finally:

@@ -16,7 +16,6 @@ import pytest
 
 from pubsubml.errors import RegistryError
 from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.database import Database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -99,13 +98,7 @@ def test_rolling_restarts_lose_no_acknowledged_model(
             for base in bases:
                 weights = RegistryClient(base, tokens["a"]).download_weights(model_id)
                 assert hashlib.sha256(weights).hexdigest() == by_id[model_id].card.weights_sha256
-        db = Database(backend.url)
-        try:
-            with db.engine.connect() as conn:
-                keys = {r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM models")}
-        finally:
-            db.dispose()
-        files = {p.name for p in (store / "objects").glob("*/*")}
+        keys, files = support.keys_and_files(backend.url, store)
         assert keys <= files  # no committed row without its file (crash leftovers may remain)
     finally:
         for proc in procs:

@@ -6,6 +6,7 @@ the store agree at the end."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ from pubsubml.registry.client import RegistryClient
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 RESTARTS = 2
-UP_SECONDS = 2.0  # how long the restarted replica serves before it is killed again
+UP_SECONDS = 1.0  # served after its first acknowledgements, before it is killed again
 
 
 def _publish_until(
@@ -29,7 +30,7 @@ def _publish_until(
     """Publish ``arts`` through the replicas in turn; record acknowledgements (with the replica
     that gave them) and failures."""
     clients = [RegistryClient(base, token, retries=0, timeout=30.0) for base in bases]
-    for k, art in enumerate(arts):
+    for k, art in enumerate(itertools.cycle(arts)):  # a re-publish is idempotent (200)
         if stop.is_set():
             break
         replica = k % len(clients)
@@ -39,7 +40,7 @@ def _publish_until(
             out["refused"].append(str(exc))
         except Exception as exc:  # the replica is down: connection refused or reset
             out["unreachable"].append(type(exc).__name__)
-            time.sleep(0.02)
+            time.sleep(0.1)
     for client in clients:
         client.close()
 
@@ -74,13 +75,23 @@ def test_rolling_restarts_lose_no_acknowledged_model(
         ]
         for t in threads:
             t.start()
-        for _ in range(RESTARTS):  # replica 1 dies mid-load and starts again (collecting orphans)
+
+        def acked_by_replica_1() -> int:
+            return sum(1 for r in results.values() for replica, _ in r["acked"] if replica == 1)
+
+        def serve_a_while() -> None:  # at least 2 more acknowledgements from replica 1
+            start, deadline = acked_by_replica_1(), time.monotonic() + 60
+            while acked_by_replica_1() < start + 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
             time.sleep(UP_SECONDS)
+
+        for _ in range(RESTARTS):  # replica 1 dies mid-load and starts again (collecting orphans)
+            serve_a_while()
             procs[1].send_signal(signal.SIGKILL)
             procs[1].wait(10)
             procs[1] = support.spawn_server(backend.url, store, ports[1])
             support.wait_healthy(bases[1], proc=procs[1])
-        time.sleep(UP_SECONDS)
+        serve_a_while()
         stop.set()
         for t in threads:
             t.join(60)

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.artifacts.validation_worker import FRAME_HEADER
+from pubsubml.artifacts.validation_worker import FRAME_HEADER, write_frame
 from pubsubml.errors import (
     DataValidationError,
     DigestMismatchError,
@@ -78,10 +78,8 @@ class _Worker:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
         try:
-            for frame in (header, weights):
-                stdin.write(len(frame).to_bytes(FRAME_HEADER, "big"))
-                stdin.write(frame)
-            stdin.flush()
+            write_frame(stdin, header)
+            write_frame(stdin, weights)
         except (BrokenPipeError, OSError) as exc:
             raise _WorkerGone("the worker stopped reading") from exc
         size = int.from_bytes(self._read(FRAME_HEADER, deadline), "big")

@@ -1,7 +1,7 @@
 """Vectorized replicate runs of Algorithm 1 against one run at a time.
 
 The experiments of async-dp-cost-of-privacy.txt §5 average ψ over 100 runs of T = 1,000 iterations.
-:func:`pubsubml.sim.async_dp_tasks.run_replicas` runs all replicates at once (the learner's update
+:func:`pubsubml.experiments.async_dp.tasks.run_replicas` runs all replicates at once (the learner's update
 and the owners' answers act on a replica axis); the reference is the same function called once per
 replicate (``replicas=1``), i.e. a Python loop over runs.  Both use the same algorithm code and the
 same data; the reference is timed on ``--reference-runs`` runs and scaled to the full count.
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pubsubml.sim.async_dp_tasks import run_replicas, synthetic_task
+from pubsubml.experiments.async_dp.tasks import run_replicas, synthetic_task
 
 
 def main() -> None:

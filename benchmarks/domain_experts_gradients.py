@@ -1,7 +1,7 @@
 """Per-sample Algorithm-1 gradients: per-sample parameter copies against ``torch.func.vmap``.
 
 Algorithm 1 (fl-domain-experts.txt §3.2) clips the per-sample gradient of the mixture loss with
-respect to the general model.  :func:`pubsubml.methods.domain_experts_gate.general_gradients`
+respect to the general model.  :func:`pubsubml.methods.domain_experts.gate.general_gradients`
 gets all of them from one backward pass through per-sample copies of the parameters; the
 reference is ``vmap(grad(...))`` over ``functional_call`` (as the DP-SGD engine's generic path).
 Both give the same gradients (checked here); the table gives the time per call and the ratio
@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from pubsubml.methods.domain_experts_gate import general_gradients, mixture_loss, mixture_output
+from pubsubml.methods.domain_experts.gate import general_gradients, mixture_loss, mixture_output
 
 
 def reference(

@@ -34,11 +34,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from pubsubml.data import hyperplane
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
-from pubsubml.sim.datasets import hyperplane
 
 SIZES = (10, 100, 50, 2)
 SIGMA, CLIP, BATCH, LR, DELTA = 1.0, 1.0, 100, 1e-3, 1e-5

@@ -4,8 +4,8 @@ Part 1 — one simulated round of 8 clients (mnist1d, 1,000 records each, one lo
 Poisson-sampled steps at q = 0.25, DP proxy MLP 40-200-200-10 with C = 1, σ = 1 plus a private MLP of
 the same shape, DML losses Eq. 4–5, then PushSum):
 
-* ours: :class:`~pubsubml.methods.proxyfl_local.ClientCohort` (8 proxies stacked, ghost clipping)
-  and :class:`~pubsubml.methods.pushsum.SimulatedPushSum`;
+* ours: :class:`~pubsubml.methods.proxyfl.local.ClientCohort` (8 proxies stacked, ghost clipping)
+  and :class:`~pubsubml.methods.proxyfl.pushsum.SimulatedPushSum`;
 * reference: the same round with each proxy wrapped by ``opacus.PrivacyEngine.make_private``
   (Poisson sampling, hooks), the private model and the losses unchanged, the same PushSum.
 
@@ -29,10 +29,10 @@ import torch
 import torch.nn.functional as F
 from opacus import PrivacyEngine
 
-from pubsubml.methods.proxyfl_local import ClientCohort, DMLConfig, mlp_factory
-from pubsubml.methods.proxyfl_peers import launch_comm_bench
-from pubsubml.methods.pushsum import SimulatedPushSum
-from pubsubml.sim.proxyfl_experiments import make_federated
+from pubsubml.experiments.proxyfl.experiments import make_federated
+from pubsubml.methods.proxyfl.local import ClientCohort, DMLConfig, mlp_factory
+from pubsubml.methods.proxyfl.peers import launch_comm_bench
+from pubsubml.methods.proxyfl.pushsum import SimulatedPushSum
 
 K, ALPHA, BETA = 8, 0.5, 0.5
 

@@ -34,11 +34,9 @@ import numpy as np
 import torch
 from sklearn.base import clone
 
-from pubsubml.methods.outputs import published_runner
-from pubsubml.methods.pubsub import Customizer
-from pubsubml.sim.datasets import hyperplane_schema
-from pubsubml.sim.pubsub_hyperplane import make_consortium
-from pubsubml.sim.pubsub_selection import (
+from pubsubml.data import hyperplane_schema
+from pubsubml.experiments.pubsub.hyperplane import make_consortium
+from pubsubml.experiments.pubsub.selection import (
     SIZES,
     customize_records,
     publish_models,
@@ -46,6 +44,8 @@ from pubsubml.sim.pubsub_selection import (
     split_sites,
     train_publishers,
 )
+from pubsubml.methods.pubsub.customizer import Customizer
+from pubsubml.methods.pubsub.outputs import published_runner
 
 
 def _load() -> float:

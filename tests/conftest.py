@@ -1,16 +1,111 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration, and small seeded data and publishers trained once per session."""
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
-import pytest
+# Before torch is imported: one thread per xdist worker (two workers share the two cores), else two.
+os.environ.setdefault("OMP_NUM_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")
 
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pubsubml.data import hyperplane_chunks, hyperplane_schema
+from pubsubml.learners.mlp import DPMLPClassifier, fit_many
+from pubsubml.schema import FeatureSchema
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A seeded generator so every test is reproducible."""
     return np.random.default_rng(0)
+
+
+logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's RDP convergence notes
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """The networks here are tiny: one thread avoids spin-waiting on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Use with ``pytestmark = pytest.mark.usefixtures("one_thread")`` in a test module."""
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture(scope="session")
+def hyperplane() -> dict[str, Any]:
+    """Five DP publishers on a shared Hyperplane concept, five trained on pure label noise
+    (pubsub-ml.txt §8.2.5), a subscriber's 500 rows and a 2000-row test set."""
+    schema = hyperplane_schema(10)
+    chunks = list(hyperplane_chunks(14, 500, seed=0, mag_change=0.0))
+    rng = np.random.default_rng(0)
+    good = [
+        (
+            pd.concat([chunks[i][0], chunks[i + 5][0]], ignore_index=True),
+            np.concatenate([chunks[i][1], chunks[i + 5][1]]),
+        )
+        for i in range(5)
+    ]
+    noisy = [(X, rng.integers(0, 2, len(y))) for X, y in good]
+    est = DPMLPClassifier(
+        schema=schema,
+        classes=[0, 1],
+        hidden_layer_sizes=(16,),
+        epochs=5,
+        batch_size=100,
+        learning_rate=0.01,
+        target_epsilon=1.0,
+        target_delta=1e-4,
+        accountant="rdp",
+        random_state=0,
+    )
+    with one_torch_thread():
+        models = fit_many(est, [X for X, _ in good + noisy], [y for _, y in good + noisy])
+    test = (
+        pd.concat([c[0] for c in chunks[11:]], ignore_index=True),
+        np.concatenate([c[1] for c in chunks[11:]]),
+    )
+    return {
+        "schema": schema,
+        "good": models[:5],
+        "noise": models[5:],
+        "subscriber": chunks[10],
+        "test": test,
+    }
+
+
+@pytest.fixture(scope="session")
+def split_features() -> dict[str, Any]:
+    """pubsub-ml.txt §8.1.3: the subscriber has A, C; publishers A, B and B, C; few rows."""
+    rng = np.random.default_rng(0)
+    k = 8
+    A, C = [f"a{i}" for i in range(k)], [f"c{i}" for i in range(k)]
+    schema = FeatureSchema.numeric([*A, "b", *C])
+    w = rng.uniform(-1, 1, 2 * k + 1)
+    w[k] = 1.0
+
+    def data(n: int) -> tuple[pd.DataFrame, np.ndarray]:
+        X = rng.random((n, 2 * k + 1))
+        y = ((X - 0.5) @ w > 0).astype(int)
+        flip = rng.random(n) < 0.05
+        y[flip] = 1 - y[flip]
+        return pd.DataFrame(X, columns=schema.names), y
+
+    return {"schema": schema, "A": A, "C": C, "data": data}

@@ -1,4 +1,11 @@
-"""Collaboration methods: PubSub-ML customization, stacking, streams and federated baselines.
+"""Collaboration methods, one package per paper: the algorithms only (no experiment, no CLI).
+
+* :mod:`~pubsubml.methods.pubsub`: PubSub-ML customization, contributions and streams;
+* :mod:`~pubsubml.methods.federated`: the DP federated baselines;
+* :mod:`~pubsubml.methods.stacking`: personalization by stacking;
+* :mod:`~pubsubml.methods.proxyfl`: ProxyFL and its baselines;
+* :mod:`~pubsubml.methods.domain_experts`: FL with private domain experts;
+* :mod:`~pubsubml.methods.async_dp`: the asynchronous DP learner.
 
 Methods talk to a :class:`~pubsubml.hub.Hub` only (DESIGN.md, "Simulation and deployment share
 method code").  Names are imported lazily (PEP 562): peer processes that need one method do not
@@ -11,12 +18,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pubsubml.methods.contributions import (
-        ContributionReport,
-        contribution_graph,
-        contribution_scores,
-        rank_publishers,
-    )
     from pubsubml.methods.federated import (
         DPFedAdam,
         DPFedAvg,
@@ -25,21 +26,27 @@ if TYPE_CHECKING:
         fine_tune,
         min_epsilon,
     )
-    from pubsubml.methods.fusion import StackedFusion
-    from pubsubml.methods.outputs import published_runner
-    from pubsubml.methods.own import OwnLearner
-    from pubsubml.methods.pubsub import Customizer
+    from pubsubml.methods.pubsub.contributions import (
+        ContributionReport,
+        contribution_graph,
+        contribution_scores,
+        rank_publishers,
+    )
+    from pubsubml.methods.pubsub.customizer import Customizer
+    from pubsubml.methods.pubsub.fusion import StackedFusion
+    from pubsubml.methods.pubsub.outputs import published_runner
+    from pubsubml.methods.pubsub.own import OwnLearner
+    from pubsubml.methods.pubsub.streams import (
+        StreamPublisher,
+        StreamSubscriber,
+        hyperplane_chunks,
+        hyperplane_schema,
+    )
     from pubsubml.methods.stacking import (
         StackingPersonalizer,
         hybrid_partition,
         release_dp_defaults,
         vertical_partition,
-    )
-    from pubsubml.methods.streams import (
-        StreamPublisher,
-        StreamSubscriber,
-        hyperplane_chunks,
-        hyperplane_schema,
     )
 
 __all__ = [
@@ -68,28 +75,28 @@ __all__ = [
 ]
 
 _HOME = {
-    "ContributionReport": "contributions",
-    "contribution_graph": "contributions",
-    "contribution_scores": "contributions",
-    "rank_publishers": "contributions",
+    "ContributionReport": "pubsub.contributions",
+    "contribution_graph": "pubsub.contributions",
+    "contribution_scores": "pubsub.contributions",
+    "rank_publishers": "pubsub.contributions",
     "DPFedAdam": "federated",
     "DPFedAvg": "federated",
     "DPFedProx": "federated",
     "FederatedMLP": "federated",
     "fine_tune": "federated",
     "min_epsilon": "federated",
-    "published_runner": "outputs",
-    "OwnLearner": "own",
-    "StackedFusion": "fusion",
-    "Customizer": "pubsub",
+    "published_runner": "pubsub.outputs",
+    "OwnLearner": "pubsub.own",
+    "StackedFusion": "pubsub.fusion",
+    "Customizer": "pubsub.customizer",
     "StackingPersonalizer": "stacking",
     "hybrid_partition": "stacking",
     "release_dp_defaults": "stacking",
     "vertical_partition": "stacking",
-    "StreamPublisher": "streams",
-    "StreamSubscriber": "streams",
-    "hyperplane_chunks": "streams",
-    "hyperplane_schema": "streams",
+    "StreamPublisher": "pubsub.streams",
+    "StreamSubscriber": "pubsub.streams",
+    "hyperplane_chunks": "pubsub.streams",
+    "hyperplane_schema": "pubsub.streams",
 }
 
 

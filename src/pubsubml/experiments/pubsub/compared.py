@@ -1,0 +1,386 @@
+"""The methods of the PubSub-ML evaluation, measured on one fold of one multi-site scenario.
+
+pubsub-ml.txt §7.3 compares PubSub-ML with eight baselines: PubSub-ML* (publishers without DP), Own
+(the subscriber alone, non-private), FedAvg, FedProx and FedAdam with DP, each vanilla (V) and
+fine-tuned by the subscriber without DP (F).  Joint (all sites' data pooled, non-private) is the upper
+bound.  §7.4 fixes the protocol: 5-fold cross-validation; a publisher trains on 80 % of its data; the
+subscriber holds out 20 % for testing and splits the rest 60 / 20 (of all its data) into the training
+set of its own model and the customization set.  Budgets are per site: PubSub-ML publishers use their
+own ε, the FL baselines the minimum ε across all sites (§8.2.1), so that every site gets at least the
+protection it asked for.  All FL rounds of all clients are accounted by the FL estimators themselves.
+
+Two departures are configurable (:class:`~pubsubml.experiments.pubsub.consortium.MethodConfig`): the
+subscriber's own model, the same learner for Own and inside CUSTOMIZE, is by default an
+:class:`~pubsubml.methods.pubsub.own.OwnLearner` chosen by cross-validation (``own_model="paper"`` gives
+Table 4's network), and CUSTOMIZE runs with the :class:`~pubsubml.methods.pubsub.customizer.Customizer`'s
+defaults (``customizer="paper"`` gives the Tra/Cus protocol).  A scenario with an external
+``test`` set is scored on it instead of on folds of the subscriber's rows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pubsubml.experiments.metrics import score
+from pubsubml.experiments.pubsub.consortium import (
+    FL_METHODS,
+    LEARNERS,
+    METHODS,
+    MethodConfig,
+    Scenario,
+    Site,
+)
+from pubsubml.experiments.pubsub.models import (
+    network,
+    own_model,
+    publisher_learner,
+    train_publishers,
+)
+from pubsubml.experiments.runner import Record, kfold_indices
+from pubsubml.methods.pubsub.customizer import Customizer
+
+__all__ = [
+    "FL_METHODS",
+    "LEARNERS",
+    "METHODS",
+    "MethodConfig",
+    "Scenario",
+    "Site",
+    "evaluate_fold",
+    "fine_tune_federated",
+    "fit_federated",
+    "publisher_learner",
+    "train_publishers",
+]
+
+_SELECTION = {"f1_minority": "f1_minority", "accuracy": "accuracy", "one_minus_mse": "mse"}
+
+
+def _score(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:
+    return score(scenario.metric, y, model.predict(X), minority=scenario.minority)
+
+
+def _auc(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:
+    """ROC AUC from the model's probabilities (NaN for regression or a one-class test part)."""
+    if scenario.task != "classification" or scenario.classes is None or len(np.unique(y)) < 2:
+        return math.nan
+    proba = model.predict_proba(X)
+    return score("roc_auc", y, proba=proba, classes=scenario.classes)
+
+
+def fit_federated(
+    scenario: Scenario,
+    name: str,
+    clients: list[tuple[pd.DataFrame, np.ndarray]],
+    config: MethodConfig,
+    seed: int,
+) -> Any:
+    """Train the FL baseline ``name`` ("FedAvg", "FedProx", "FedAdam") over ``clients``.
+
+    Every site gets the minimum ε of the scenario (pubsub-ml.txt §8.2.1: FL needs one noise
+    level for all clients), where PubSub-ML publishers each use their own.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    name : str
+        A key of ``FL_METHODS``.
+    clients : list of (DataFrame, ndarray)
+        Each site's training rows and labels.
+    config : MethodConfig
+    seed : int
+
+    Returns
+    -------
+    FederatedMLP
+        The fitted global model.
+    """
+    from pubsubml.methods import federated
+
+    cls = getattr(federated, FL_METHODS[name])
+    # Every site, the subscriber included, is an FL client: the federation runs at the smallest
+    # budget of all of them (§8.2.1).
+    epsilon = federated.min_epsilon(
+        [s.epsilon for s in (*scenario.publishers, scenario.subscriber)]
+    )
+    params: dict[str, Any] = {
+        "schema": scenario.schema,
+        "task": scenario.task,
+        "classes": scenario.classes,
+        "hidden_layer_sizes": config.hidden_layer_sizes,
+        "rounds": config.fl_rounds,
+        "local_epochs": config.fl_local_epochs,
+        "batch_size": config.batch_size,
+        "client_fraction": config.fl_client_fraction,
+        "lr": config.lr,
+        "dp": ("central" if config.fl_dp == "central" else True) if config.dp else False,
+        "target_epsilon": epsilon,
+        "target_delta": scenario.delta,
+        "random_state": seed,
+    }
+    if config.dp and config.dp_defaults:
+        # The same public-input rule as the DP publishers' networks (dp_sgd_defaults): the
+        # learning rate for DP-SGD at this input width, so both sides of the comparison train
+        # in a DP regime rather than at the non-private 1e-3.
+        from pubsubml.learners import dp_sgd_defaults
+
+        n_min = min(len(y) for _, y in clients)
+        params["lr"] = dp_sgd_defaults(
+            n_min,
+            epsilon,
+            scenario.delta,
+            scenario.schema.n_encoded,
+            model="mlp",
+            task=scenario.task,
+        ).learning_rate
+    fl = cls(**(params | config.fl_options.get(FL_METHODS[name], {})))
+    return fl.fit(clients)
+
+
+def fine_tune_federated(
+    fl: Any, X: pd.DataFrame, y: np.ndarray, config: MethodConfig, seed: int
+) -> Any:
+    """The "(F)" variant: the subscriber fine-tunes a copy of ``fl`` on its own rows, non-privately.
+
+    pubsub-ml.txt §8.2.3; ``config.fine_tune_epochs`` local epochs.
+    """
+    from pubsubml.methods.federated import fine_tune
+
+    return fine_tune(fl, X, y, epochs=config.fine_tune_epochs, random_state=seed)
+
+
+def _fold_rows(
+    scenario: Scenario, *, seed: int, fold: int, folds: int
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """(publishers' training rows, subscriber's training rows, subscriber's test rows).
+
+    With an external test set every site trains on all of its rows and the subscriber's test part
+    is empty (the test rows are ``scenario.test``).
+    """
+    sub = scenario.subscriber
+    if scenario.test is not None:
+        if sub.ids is not None:
+            raise ValueError("an external test set cannot be combined with shared row ids")
+        if fold < 0:
+            raise ValueError(f"the repeat index must be >= 0, got {fold}")
+        trains = [np.arange(len(s.y)) for s in scenario.publishers]
+        return trains, np.arange(len(sub.y)), np.arange(0)
+    if sub.ids is not None:
+        pub_ids = [s.ids for s in scenario.publishers if s.ids is not None]
+        if len(pub_ids) != len(scenario.publishers):
+            raise ValueError("either every site has row ids or none has")
+        universe = np.unique(np.concatenate([sub.ids, *pub_ids]))
+        test_ids = universe[kfold_indices(len(universe), folds, fold, seed, stratify=False)[1]]
+        trains = [np.flatnonzero(~np.isin(ids, test_ids)) for ids in pub_ids]
+        in_test = np.isin(sub.ids, test_ids)
+        return trains, np.flatnonzero(~in_test), np.flatnonzero(in_test)
+    strat = scenario.task == "classification"
+    trains = [
+        kfold_indices(s.y if strat else len(s.y), folds, fold, seed, stratify=strat)[0]
+        for s in scenario.publishers
+    ]
+    tr, te = kfold_indices(sub.y if strat else len(sub.y), folds, fold, seed, stratify=strat)
+    return trains, tr, te
+
+
+def _joined(
+    scenario: Scenario, pub_trains: Sequence[np.ndarray], tr: np.ndarray, te: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+    """Joint's pooled data where sites share row ids (Scenarios 3–4): one row per id.
+
+    Every site's columns of an id are joined into one row (what pooling the sites' tables would
+    give); features no site holds for an id come from the public defaults.  Training rows are the
+    ids in some site's training part; the evaluation rows are the subscriber's test ids, with every
+    column any site holds for them (the folds keep those ids out of every training part).
+
+    Returns
+    -------
+    X_train, y_train, X_eval
+    """
+    sites = [*scenario.publishers, scenario.subscriber]
+    frames = []
+    label: dict[Any, Any] = {}
+    for site in sites:
+        assert site.ids is not None
+        frames.append(site.X.set_axis(pd.Index(site.ids), axis=0))
+        label.update(zip(site.ids.tolist(), site.y.tolist(), strict=True))
+    joined = frames[0]
+    for frame in frames[1:]:
+        joined = joined.combine_first(frame)
+    sub_ids = scenario.subscriber.ids
+    assert sub_ids is not None
+    pub_ids = [s.ids for s in scenario.publishers if s.ids is not None]
+    train_ids = np.unique(
+        np.concatenate([*(ids[t] for ids, t in zip(pub_ids, pub_trains, strict=True)), sub_ids[tr]])
+    )
+    columns = [c for c in scenario.schema.names if c in joined.columns]
+    defaults = {f.name: f.default for f in scenario.schema if f.name in joined.columns}
+    joined = joined.fillna(defaults)  # an id no site holds that column for
+    X = scenario.schema.extend(joined.loc[train_ids, columns].reset_index(drop=True))
+    y = np.asarray([label[i] for i in train_ids.tolist()])
+    X_eval = scenario.schema.extend(joined.loc[sub_ids[te], columns].reset_index(drop=True))
+    return X, y, X_eval
+
+
+def evaluate_fold(
+    scenario: Scenario,
+    *,
+    seed: int,
+    fold: int,
+    folds: int = 5,
+    methods: Sequence[str] = METHODS,
+    config: MethodConfig | None = None,
+) -> list[Record]:
+    """Score each of ``methods`` on the subscriber's test part of fold ``fold``.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        With ``scenario.test`` set, every site trains on all of its rows and every method is
+        scored on the external test set; ``fold`` is then a repeat index that only seeds the
+        models, and ``folds`` is unused.
+    seed : int
+        Seeds the folds and every model.
+    fold, folds : int
+        Which fold of a ``folds``-fold split (stratified for classification) is the test part.
+    methods : sequence of str
+        A subset of :data:`METHODS`.
+    config : MethodConfig, optional
+
+    Returns
+    -------
+    list of dict
+        ``{"method", "score", "auc", "epsilon", "seconds"}`` per method; ``epsilon`` is the
+        largest ε any site spent for that method (``inf`` for non-private methods).  Own and the
+        PubSub-ML methods add ``own_choice`` (the own model's kind, ``"paper"`` for Table 4's
+        network); the PubSub-ML methods add ``fallback`` (whether CUSTOMIZE fell back to the own
+        model alone).
+
+    Raises
+    ------
+    ValueError
+        An unknown method name or own model.
+
+    References
+    ----------
+    pubsub-ml.txt §7.3 (methods), §7.4 (protocol).
+    """
+    config = config or MethodConfig()
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
+    pub_trains, tr, te = _fold_rows(scenario, seed=seed, fold=fold, folds=folds)
+    sub = scenario.subscriber
+    X_tr, y_tr = sub.X.iloc[tr], sub.y[tr]
+    if scenario.test is not None:
+        X_te, y_te = scenario.test.X, scenario.test.y
+    else:
+        X_te, y_te = sub.X.iloc[te], sub.y[te]
+    rs = seed * 1000 + fold
+    out: list[Record] = []
+
+    out_extra = [0.0]
+    Run = tuple[Any, pd.DataFrame, float, Record]
+
+    def timed(method: str, run: Callable[[], Run]) -> None:
+        out_extra[0] = 0.0
+        t0 = time.perf_counter()
+        model, X_eval, eps, extra = run()
+        seconds = time.perf_counter() - t0 + out_extra[0]
+        value = _score(scenario, model, X_eval, y_te)
+        auc = _auc(scenario, model, X_eval, y_te)
+        record = {"method": method, "score": value, "auc": auc, "epsilon": eps}
+        out.append(record | {"seconds": seconds} | extra)
+
+    def pubsub(dp: bool) -> Run:
+        models = train_publishers(scenario, pub_trains, config, dp=dp, seed=rs)
+        own = own_model(scenario, config, rs) if config.own_model == "paper" else config.own_model
+        protocol: dict[str, Any] = {}
+        if config.customizer == "paper":  # Tra/Cus holdout and the fully connected layer (§4)
+            protocol = {
+                "cv": "holdout",
+                "fusion_model": "linear",
+                "train_split": 0.75,
+                "fusion_split": 0.25,
+                "selection_metric": _SELECTION.get(scenario.metric),
+            }
+        cust = Customizer(
+            models=models,
+            task=scenario.task,
+            own_model=own,
+            top_m=config.top_m,
+            schema=scenario.schema,
+            classes=scenario.classes,
+            random_state=rs,
+            **protocol,
+        ).fit(X_tr, y_tr)
+        eps = max(float(getattr(m.estimator, "epsilon_", math.inf)) for m in models)
+        choice = "paper" if config.own_model == "paper" else _choice(cust.own_model_)
+        extra = {"own_choice": choice, "fallback": bool(cust.fallback_)}
+        return cust, X_te, eps, extra
+
+    def own() -> Run:
+        model = own_model(scenario, config, rs).fit(X_tr, y_tr)
+        return model, X_te, math.inf, {"own_choice": _choice(model)}
+
+    def joint() -> Run:
+        if sub.ids is not None:  # one population: pool by joining the sites' columns per row id
+            X, y, X_eval = _joined(scenario, pub_trains, tr, te)
+        else:
+            frames = [
+                scenario.schema.extend(s.X.iloc[t])
+                for s, t in zip(scenario.publishers, pub_trains, strict=True)
+            ]
+            X = pd.concat([*frames, scenario.schema.extend(X_tr)], ignore_index=True)
+            y = np.concatenate(
+                [*(s.y[t] for s, t in zip(scenario.publishers, pub_trains, strict=True)), y_tr]
+            )
+            X_eval = scenario.schema.extend(X_te)
+        est = network(scenario, scenario.schema, config, dp=False, random_state=rs).fit(X, y)
+        return est, X_eval, math.inf, {}
+
+    fl_cache: dict[str, Any] = {}
+    fl_seconds: dict[str, float] = {}
+
+    def fl(name: str, tuned: bool) -> Run:
+        if name not in fl_cache:
+            t0 = time.perf_counter()
+            clients = [
+                (scenario.schema.extend(s.X.iloc[t]), s.y[t])
+                for s, t in zip(scenario.publishers, pub_trains, strict=True)
+            ] + [(scenario.schema.extend(X_tr), y_tr)]
+            fl_cache[name] = fit_federated(scenario, name, clients, config, rs)
+            fl_seconds[name] = time.perf_counter() - t0
+        elif tuned:  # the (F) variant's time includes training the global model it starts from
+            out_extra[0] += fl_seconds[name]
+        model = fl_cache[name]
+        eps = float(model.epsilon_)
+        X_eval = scenario.schema.extend(X_te)
+        if tuned:
+            model = fine_tune_federated(model, scenario.schema.extend(X_tr), y_tr, config, rs)
+        return model, X_eval, eps, {}
+
+    for method in methods:
+        if method == "PubSub-ML":
+            timed(method, lambda: pubsub(config.dp))
+        elif method == "PubSub-ML*":
+            timed(method, lambda: pubsub(False))
+        elif method == "Own":
+            timed(method, own)
+        elif method == "Joint":
+            timed(method, joint)
+        else:
+            base, variant = method[:-3], method[-2]
+            timed(method, lambda b=base, v=variant: fl(b, v == "F"))  # type: ignore[misc]
+    return out
+
+
+def _choice(own: Any) -> str:
+    """The kind an own model ended up as: an OwnLearner's ``choice_``, else Table 4's network."""
+    return str(getattr(own, "choice_", "paper"))

@@ -1,0 +1,460 @@
+"""Federated learning with private domain experts (fl-domain-experts.txt §3).
+
+Every user i holds a general model M_G (shared, trained by federation with local DP), a private
+expert M_P_i (a copy of M_G at the start, updated without noise and never shared) and a gate
+α_i(x) = sigmoid(w_iᵀx + b_i) trained on a held-out split H of the user's data.  The user predicts
+with Eq. 3, ŷ = α·M_G + (1 − α)·M_P.
+
+One round is one minibatch of Algorithm 1 at every chosen user: a Poisson sample of its expert
+data, the per-sample gradients with respect to Θ_G clipped to C and summed, Gaussian noise
+N(0, σ²C²) added, and g_G/L sent to the server (L the expected batch size); the private expert
+takes a noise-free step on the mixture loss of the same batch and the gate a step on a sample of
+H.  The server averages the users' messages (weights n_i/Σn) and takes one optimizer step on Θ_G
+(FedSGD; averaging DP outputs is post-processing).  Algorithm 1 differentiates the mixture loss,
+Algorithm 2 the general model's own loss (§3.2.1), which makes its M_G exactly DP-FL's.
+
+Privacy is record-level and local (users do not trust the server): each user's accountant
+records one subsampled-Gaussian step (σ, q = L/n_i) per round it took part in; σ is given or
+calibrated so the user that takes part most often ends at the target (ε, δ).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+from torch import Tensor, nn
+
+from pubsubml.errors import (
+    DataValidationError,
+    InvalidPrivacyParameterError,
+    LabelError,
+    PaperAccountingWarning,
+)
+from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.methods.domain_experts.gate import general_gradients, mixture_loss, mixture_output
+from pubsubml.methods.federated.rounds import client_schedule
+from pubsubml.privacy.accountant import PrivacyAccountant
+from pubsubml.privacy.calibration import calibrate_noise
+from pubsubml.privacy.dpsgd import init_mlp, poisson_sample
+from pubsubml.privacy.events import DPEvent
+from pubsubml.schema import FeatureSchema
+
+__all__ = ["DomainExpertsFL"]
+
+
+class DomainExpertsFL(BaseEstimator):
+    """FL with private domain experts: DP general model, private experts and gates per user.
+
+    Parameters
+    ----------
+    schema : FeatureSchema
+        Public schema shared by all users (inputs scaled by its public bounds).
+    task : {"classification", "regression"}, default="classification"
+    classes : sequence, optional
+        Public label set; required with DP (the labels present in private data can leak).
+        Without DP it defaults to the union of the users' labels.
+    algorithm : {1, 2}, default=2
+        1: send the clipped gradient of the mixture loss (the gate suppresses it); 2: send the
+        clipped gradient of M_G's own loss regardless of the gate (§3.2.1).
+    hidden_layer_sizes : tuple of int, default=()
+        Hidden layers of M_G (``()`` is a linear model, as in §4.1 and §4.3).
+    activation : {"tanh", "relu", "sigmoid"}, default="tanh"
+    rounds : int, default=500
+        Federation rounds (one Algorithm-1 minibatch per chosen user each).
+    batch_size : int, default=50
+        L, the expected batch; the Poisson rate is ``min(1, L / n_i)``.
+    client_fraction : float, default=1.0
+        Fraction of the users chosen per round (schedule of :func:`client_schedule`).
+    gate_fraction : float, default=0.5
+        Share of each user's rows held out as H to train the gate only (§3.2: "we split the
+        training data in two").
+    server_optimizer : {"sgd", "adam"}, default="sgd"
+        How the server applies the averaged noisy gradient to Θ_G (post-processing either way).
+    lr_general, lr_private, lr_gate : float, default=0.1, 0.01, 0.05
+        Learning rates of the server update and of the users' Adam steps on experts and gates.
+    dp : bool, default=True
+        ``False``: no clipping and no noise (the σ = 0, unclipped reference).
+    target_epsilon, target_delta : float, default=2.0, 1e-5
+        Per-user budget (§4.2); σ is calibrated to it unless ``noise_multiplier`` is given.
+    noise_multiplier : float, optional
+        σ.  ``0`` clips without noise: ε is then infinite.
+    max_grad_norm : float, default=1.0
+        C.
+    accountant : {"pld", "rdp"}, default="pld"
+    record_messages : bool, default=False
+        Keep every message sent to the server in ``messages_`` (for audits and tests).
+    random_state : int, default=0
+
+    Attributes
+    ----------
+    general_ : nn.Sequential
+        The general model M_G after the last round.
+    privates_ : list of nn.Sequential
+        The users' private experts M_P_i (never sent).
+    gates_ : list of nn.Linear
+        The users' gates; α_i(x) = sigmoid(gates_[i](x)).
+    classes_ : ndarray (classification)
+    client_events_ : list of list of DPEvent
+    client_epsilons_ : ndarray of shape (n_users,)
+    epsilon_, delta_ : float
+        The largest user ε at ``target_delta``: what the accountant gives for the noisy steps.
+    privacy_guarantee_ : {"dp", "paper accounting", "none"}
+        ``"dp"``: ``epsilon_`` bounds what was sent (Algorithm 2 with noise).  ``"paper
+        accounting"``: Algorithm 1 with noise; each clipped gradient carries α(x) and M_P(x),
+        trained on all of the user's rows without noise, so one record moves every other
+        record's gradient too and ``epsilon_`` is not a DP guarantee (a
+        :class:`~pubsubml.errors.PaperAccountingWarning` is issued).  ``"none"``: no DP.
+    noise_multiplier_ : ndarray of shape (n_users,)
+        Each user's σ (calibrated per user to ``target_epsilon`` unless ``noise_multiplier``).
+    participation_ : ndarray of shape (n_users,)
+    messages_ : list of dict
+        With ``record_messages``: ``{"round", "user", "gradient"}``, the gradient a list of
+        tensors shaped like ``general_``'s parameters.
+
+    References
+    ----------
+    fl-domain-experts.txt §3.1 (local DP), §3.2 (Eq. 3, Algorithm 1), §3.2.1 (Algorithm 2).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> schema = FeatureSchema.numeric(["a", "b"])
+    >>> users = []
+    >>> for _ in range(2):
+    ...     X = pd.DataFrame(rng.random((80, 2)), columns=["a", "b"])
+    ...     users.append((X, (X.a > X.b).astype(int).to_numpy()))
+    >>> m = DomainExpertsFL(schema=schema, classes=[0, 1], rounds=5, batch_size=10,
+    ...                     noise_multiplier=1.0, accountant="rdp").fit(users)
+    >>> m.predict(users[0][0], user=0).shape, bool(m.epsilon_ > 0)
+    ((80,), True)
+    """
+
+    def __init__(
+        self,
+        *,
+        schema: FeatureSchema,
+        task: Literal["classification", "regression"] = "classification",
+        classes: Sequence[Any] | None = None,
+        algorithm: Literal[1, 2] = 2,
+        hidden_layer_sizes: tuple[int, ...] = (),
+        activation: str = "tanh",
+        rounds: int = 500,
+        batch_size: int = 50,
+        client_fraction: float = 1.0,
+        gate_fraction: float = 0.5,
+        server_optimizer: Literal["sgd", "adam"] = "sgd",
+        lr_general: float = 0.1,
+        lr_private: float = 0.01,
+        lr_gate: float = 0.05,
+        dp: bool = True,
+        target_epsilon: float = 2.0,
+        target_delta: float = 1e-5,
+        noise_multiplier: float | None = None,
+        max_grad_norm: float = 1.0,
+        accountant: Literal["pld", "rdp"] = "pld",
+        record_messages: bool = False,
+        random_state: int = 0,
+    ) -> None:
+        self.schema = schema
+        self.task = task
+        self.classes = classes
+        self.algorithm = algorithm
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.rounds = rounds
+        self.batch_size = batch_size
+        self.client_fraction = client_fraction
+        self.gate_fraction = gate_fraction
+        self.server_optimizer = server_optimizer
+        self.lr_general = lr_general
+        self.lr_private = lr_private
+        self.lr_gate = lr_gate
+        self.dp = dp
+        self.target_epsilon = target_epsilon
+        self.target_delta = target_delta
+        self.noise_multiplier = noise_multiplier
+        self.max_grad_norm = max_grad_norm
+        self.accountant = accountant
+        self.record_messages = record_messages
+        self.random_state = random_state
+
+    # ---- inputs ---------------------------------------------------------------------------
+    def encode(self, X: pd.DataFrame) -> Tensor:
+        """Inputs scaled by the public schema, shape (n_samples, n_encoded)."""
+        return torch.from_numpy(self.schema.encode(X, extra="ignore", missing="default"))
+
+    def encode_target(self, y: Any, n: int) -> Tensor:
+        """Targets as float values (regression) or class codes (classification), shape (n,)."""
+        if self.task == "regression":
+            return torch.from_numpy(check_regression_targets(y, n))
+        return torch.from_numpy(check_labels(y, list(self.classes_), n)[1])
+
+    def _check_params(self, n_users: int) -> None:
+        if not isinstance(self.schema, FeatureSchema):
+            raise TypeError("schema must be a FeatureSchema (inputs use its public bounds)")
+        if self.task not in ("classification", "regression"):
+            raise ValueError(f"unknown task {self.task!r}")
+        if self.algorithm not in (1, 2):
+            raise ValueError(f"algorithm must be 1 or 2, got {self.algorithm!r}")
+        if n_users == 0:
+            raise DataValidationError("no users")
+        if not 0 < self.client_fraction <= 1 or not 0 < self.gate_fraction < 1:
+            raise ValueError("need 0 < client_fraction <= 1 and 0 < gate_fraction < 1")
+        if self.server_optimizer not in ("sgd", "adam"):
+            raise ValueError(f"unknown server_optimizer {self.server_optimizer!r}")
+        if self.rounds < 1 or self.batch_size < 1:
+            raise ValueError("rounds and batch_size must be >= 1")
+        if self.noise_multiplier is not None and not (
+            self.noise_multiplier >= 0 and math.isfinite(self.noise_multiplier)
+        ):
+            raise InvalidPrivacyParameterError("noise_multiplier must be finite and >= 0")
+        if not self.max_grad_norm > 0:
+            raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
+
+    def _sigmas(self, rates: list[float], counts: np.ndarray) -> np.ndarray:
+        """Noise multiplier of each user (fl-domain-experts.txt §4.2: per-user budgets).
+
+        With a target ε, each user calibrates its own σ to its own sampling rate and the number
+        of rounds it takes part in, so every user ends at (just under) the target; users with the
+        same rate and participation share one calibration.
+        """
+        n_users = len(rates)
+        if not self.dp:
+            return np.zeros(n_users)
+        if self.noise_multiplier is not None:
+            return np.full(n_users, float(self.noise_multiplier))
+        cache: dict[tuple[float, int], float] = {}
+        sigmas = np.zeros(n_users)
+        for i, (rate, count) in enumerate(zip(rates, counts.tolist(), strict=True)):
+            key = (rate, int(count))
+            if count > 0 and key not in cache:
+                cache[key] = float(
+                    calibrate_noise(
+                        self.target_epsilon, self.target_delta, rate, int(count), self.accountant
+                    )
+                )
+            sigmas[i] = cache.get(key, 0.0)
+        return sigmas
+
+    # ---- training -------------------------------------------------------------------------
+    def fit(self, users: Sequence[tuple[pd.DataFrame, Any]]) -> DomainExpertsFL:
+        """Federate over ``users`` (each a ``(DataFrame, targets)`` pair).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        DataValidationError, LabelError
+            Malformed user data, or a user too small to split into expert and gate rows.
+        InvalidPrivacyParameterError
+            Bad σ or C, or an unreachable target ε.
+        """
+        self._check_params(len(users))
+        if self.task == "classification":
+            if self.dp and self.classes is None:
+                raise LabelError(
+                    "DomainExpertsFL with DP needs the public label set, e.g. classes=[0, 1]: "
+                    "reading it from the users' labels would leak which labels occur"
+                )
+            self.classes_ = (
+                np.unique(np.concatenate([np.asarray(y).reshape(-1) for _, y in users]))
+                if self.classes is None
+                else np.asarray(list(self.classes))
+            )
+        Xs = [self.encode(X) for X, _ in users]
+        ys = [self.encode_target(y, len(X)) for X, (_, y) in zip(Xs, users, strict=True)]
+        rng = np.random.default_rng(self.random_state)
+        train, held = [], []
+        for X, y in zip(Xs, ys, strict=True):
+            n_gate = round(self.gate_fraction * len(X))
+            if n_gate < 1 or len(X) - n_gate < 1:
+                raise DataValidationError("every user needs rows for both its expert and gate")
+            perm = torch.from_numpy(rng.permutation(len(X)))
+            train.append((X[perm[n_gate:]], y[perm[n_gate:]]))
+            held.append((X[perm[:n_gate]], y[perm[:n_gate]]))
+        n_users = len(Xs)
+        per_round = max(1, round(self.client_fraction * n_users))
+        schedule = client_schedule(n_users, per_round, self.rounds, self.random_state)
+        counts = np.zeros(n_users, dtype=int)
+        for chosen in schedule:
+            counts[chosen] += 1
+        ns = [len(X) for X, _ in train]
+        rates = [min(1.0, self.batch_size / n) for n in ns]
+        sigmas = self._sigmas(rates, counts)
+        n_out = 1 if self.task == "regression" else len(self.classes_)
+        sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
+        gen = torch.Generator().manual_seed(self.random_state)
+        general = init_mlp(sizes, self.activation, gen)
+        privates = [copy.deepcopy(general) for _ in range(n_users)]
+        gates = []
+        for _ in range(n_users):
+            gate = nn.Linear(sizes[0], 1)
+            with torch.no_grad():
+                gate.weight.zero_()
+                gate.bias.zero_()  # α = 1/2: no prior preference
+            gates.append(gate)
+        server_opt: torch.optim.Optimizer = (
+            torch.optim.SGD(general.parameters(), lr=self.lr_general)
+            if self.server_optimizer == "sgd"
+            else torch.optim.Adam(general.parameters(), lr=self.lr_general)
+        )
+        private_opts = [torch.optim.Adam(m.parameters(), lr=self.lr_private) for m in privates]
+        gate_opts = [torch.optim.Adam(g.parameters(), lr=self.lr_gate) for g in gates]
+        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(n_users)]
+        user_gens = [
+            torch.Generator().manual_seed(self.random_state * 1_000_003 + 7919 * i + 1)
+            for i in range(n_users)
+        ]
+        messages: list[dict[str, Any]] = []
+        for r, chosen in enumerate(schedule):
+            sent: list[list[Tensor]] = []
+            for i in chosen.tolist():
+                grad_G = self._user_step(
+                    i, train[i], held[i], general, privates, gates, private_opts, gate_opts,
+                    rates[i], float(sigmas[i]), user_gens[i],
+                )  # fmt: skip
+                if self.dp and sigmas[i] > 0:
+                    accountants[i].step(noise_multiplier=float(sigmas[i]), sample_rate=rates[i])
+                sent.append(grad_G)
+                if self.record_messages:
+                    messages.append({"round": r, "user": i, "gradient": grad_G})
+            w = torch.tensor([ns[i] for i in chosen.tolist()], dtype=torch.float32)
+            w = w / w.sum()
+            server_opt.zero_grad()
+            for j, p in enumerate(general.parameters()):
+                p.grad = torch.einsum("k,k...->...", w, torch.stack([g[j] for g in sent]))
+            server_opt.step()
+        eps = np.array(
+            [a.get_epsilon(self.target_delta) if a.events else math.inf for a in accountants]
+        )
+        if not self.dp:
+            eps = np.full(n_users, math.inf)
+        self.general_ = general
+        self.privates_ = privates
+        self.gates_ = gates
+        self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
+        self.client_epsilons_ = eps
+        self.epsilon_ = float(eps.max())
+        noisy = self.dp and bool(np.any(sigmas > 0))
+        self.privacy_guarantee_ = (
+            "none" if not noisy else "dp" if self.algorithm == 2 else "paper accounting"
+        )
+        if self.privacy_guarantee_ == "paper accounting":
+            warnings.warn(
+                f"DomainExpertsFL Algorithm 1: ε = {self.epsilon_:.3g} is the paper's accounting, "
+                "not a DP guarantee: the gradient sent depends on the gate and the private expert, "
+                "trained on all of the user's rows without noise (use algorithm=2 for DP)",
+                PaperAccountingWarning,
+                stacklevel=2,
+            )
+        self.delta_ = float(self.target_delta) if self.dp and bool(np.any(sigmas > 0)) else 0.0
+        self.noise_multiplier_ = sigmas
+        self.participation_ = counts
+        self.messages_ = messages
+        self.n_features_in_ = len(self.schema)
+        return self
+
+    def _user_step(
+        self,
+        i: int,
+        train: tuple[Tensor, Tensor],
+        held: tuple[Tensor, Tensor],
+        general: nn.Module,
+        privates: list[nn.Sequential],
+        gates: list[nn.Linear],
+        private_opts: Sequence[torch.optim.Optimizer],
+        gate_opts: Sequence[torch.optim.Optimizer],
+        rate: float,
+        sigma: float,
+        gen: torch.Generator,
+    ) -> list[Tensor]:
+        """Algorithm 1 (or 2) at user ``i`` for one minibatch; returns the message g_G / L."""
+        X, y = train
+        L = rate * len(X)
+        names = [k for k, _ in general.named_parameters()]
+        batch = poisson_sample(len(X), rate, gen)
+        Xb, yb = X[batch], y[batch]
+        if len(Xb) > 0:
+            grads, _ = general_gradients(
+                general, privates[i], gates[i], Xb, yb,
+                algorithm=self.algorithm, task=self.task,
+                max_grad_norm=self.max_grad_norm if self.dp else None,
+            )  # fmt: skip
+            summed = [grads[k].sum(0) for k in names]
+        else:
+            summed = [torch.zeros_like(p) for p in general.parameters()]
+        if self.dp and sigma > 0:
+            std = sigma * self.max_grad_norm
+            summed = [g + std * torch.randn(g.shape, generator=gen) for g in summed]
+        message = [g.detach() / L for g in summed]
+        # Private expert: noise-free step on the mixture loss of the same batch (lines 9, 18).
+        if len(Xb) > 0:
+            with torch.no_grad():
+                out_G, alpha = general(Xb), torch.sigmoid(gates[i](Xb)[:, 0])
+            pred = mixture_output(out_G, privates[i](Xb), alpha, self.task)
+            private_opts[i].zero_grad()
+            (mixture_loss(pred, yb, self.task).sum() / L).backward()
+            private_opts[i].step()
+        # Gate: a sample of the held-out split H (lines 11-16, 19).
+        Xh, yh = held
+        hb = poisson_sample(len(Xh), min(1.0, L / len(Xh)), gen)
+        if bool(hb.any()):
+            with torch.no_grad():
+                out_G, out_P = general(Xh[hb]), privates[i](Xh[hb])
+            pred = mixture_output(out_G, out_P, torch.sigmoid(gates[i](Xh[hb])[:, 0]), self.task)
+            gate_opts[i].zero_grad()
+            mixture_loss(pred, yh[hb], self.task).mean().backward()
+            gate_opts[i].step()
+        return message
+
+    # ---- prediction -----------------------------------------------------------------------
+    def _check_user(self, user: int) -> None:
+        check_is_fitted(self, "general_")
+        if not 0 <= user < len(self.privates_):
+            raise DataValidationError(f"unknown user {user}; there are {len(self.privates_)}")
+
+    def gate(self, X: pd.DataFrame, *, user: int) -> np.ndarray:
+        """α_user(x), the weight of the general model, shape (n_samples,)."""
+        self._check_user(user)
+        with torch.no_grad():
+            return torch.sigmoid(self.gates_[user](self.encode(X))[:, 0]).numpy().astype(float)
+
+    def _mixture(self, X: pd.DataFrame, user: int) -> Tensor:
+        self._check_user(user)
+        Z = self.encode(X)
+        with torch.no_grad():
+            alpha = torch.sigmoid(self.gates_[user](Z)[:, 0])
+            return mixture_output(self.general_(Z), self.privates_[user](Z), alpha, self.task)
+
+    def predict_proba(self, X: pd.DataFrame, *, user: int) -> np.ndarray:
+        """Eq. 3 class probabilities at ``user``, shape (n_samples, n_classes)."""
+        if self.task != "classification":
+            raise ValueError("predict_proba needs task='classification'")
+        return self._mixture(X, user).numpy().astype(np.float64)
+
+    def predict(self, X: pd.DataFrame, *, user: int) -> np.ndarray:
+        """Eq. 3 prediction at ``user``: labels or values, shape (n_samples,)."""
+        out = self._mixture(X, user)
+        if self.task == "classification":
+            return np.asarray(self.classes_[out.argmax(dim=1).numpy()])
+        return out.numpy().astype(np.float64)
+
+    def predict_general(self, X: pd.DataFrame) -> np.ndarray:
+        """Prediction of the general model M_G alone (the DP-FL model), shape (n_samples,)."""
+        check_is_fitted(self, "general_")
+        with torch.no_grad():
+            out = self.general_(self.encode(X))
+        if self.task == "classification":
+            return np.asarray(self.classes_[out.argmax(dim=1).numpy()])
+        return out[:, 0].numpy().astype(np.float64)

@@ -1,0 +1,146 @@
+"""Using a federation's global model at one site: predictions, and local fine-tuning.
+
+:class:`GlobalModelMixin` gives every :class:`~pubsubml.methods.federated.rounds.FederatedMLP` its
+``predict``/``predict_proba``/``score``.  :func:`fine_tune` makes the personalized "(F)" baselines
+of pubsub-ml.txt §7.3 (FedAvg(F), FedProx(F), FedAdam(F)): a site trains the published global
+model further on its own data, without noise, since the result is never published.
+
+References
+----------
+pubsub-ml.txt §7.3 ("a site further finetunes the global model … in a non-private fashion"
+[11, 50]); §7.2 (30 epochs, minibatches of 100, Adam).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.utils.validation import check_is_fitted
+
+from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, train_dp_stacked
+
+if TYPE_CHECKING:
+    from pubsubml.methods.federated.rounds import FederatedMLP
+    from pubsubml.schema import FeatureSchema
+
+__all__ = ["GlobalModelMixin", "fine_tune"]
+
+Model = TypeVar("Model", bound="FederatedMLP")
+
+
+class GlobalModelMixin:
+    """Predictions of the fitted global model ``module_`` (inputs scaled by the public schema)."""
+
+    module_: torch.nn.Sequential
+    schema: FeatureSchema
+    task: str
+    classes_: np.ndarray
+
+    def _forward(self, X: pd.DataFrame) -> torch.Tensor:
+        check_is_fitted(self, "module_")
+        Z = torch.from_numpy(self.schema.encode(X, extra="ignore", missing="default"))
+        with torch.no_grad():
+            out: torch.Tensor = self.module_(Z)
+        return out
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        """Class probabilities of the global model, shape (n_samples, n_classes)."""
+        return torch.softmax(self._forward(X), dim=1).numpy().astype(np.float64)
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Labels (classification) or values (regression), shape (n_samples,)."""
+        if self.task == "classification":
+            return np.asarray(self.classes_[self.predict_proba(X).argmax(axis=1)])
+        return self._forward(X)[:, 0].numpy().astype(np.float64)
+
+    def score(self, X: pd.DataFrame, y: Any) -> float:
+        """Accuracy (classification) or R² (regression)."""
+        from sklearn.metrics import accuracy_score, r2_score
+
+        pred = self.predict(X)
+        return float(
+            accuracy_score(y, pred) if self.task == "classification" else r2_score(y, pred)
+        )
+
+
+def fine_tune(
+    model: Model,
+    X: pd.DataFrame,
+    y: Any,
+    *,
+    epochs: int = 30,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    random_state: int = 0,
+) -> Model:
+    """A copy of a fitted federated model whose global network is trained on ``(X, y)``.
+
+    Non-private training (shuffled minibatches, no clipping or noise) with the model's local
+    optimizer; works for every :class:`~pubsubml.methods.federated.rounds.FederatedMLP`.  ``model`` is
+    left unchanged.
+
+    Parameters
+    ----------
+    model : FederatedMLP
+        Fitted.
+    X : DataFrame of shape (n_samples, n_features)
+        The site's own data (encoded with the model's public schema).
+    y : array-like of shape (n_samples,)
+        Labels in ``model.classes_`` (classification) or real targets (regression).
+    epochs : int, default=30
+        Local epochs (pubsub-ml.txt §7.2 trains every model for 30).
+    lr, batch_size : optional
+        Default to the model's ``lr`` and ``batch_size``.
+    random_state : int, default=0
+        Seeds the minibatch shuffling.
+
+    Returns
+    -------
+    FederatedMLP
+        Same class and attributes, with ``module_`` fine-tuned and ``fine_tuned_ = True``.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        ``model`` is not fitted.
+    ValueError
+        ``epochs``, ``lr`` or ``batch_size`` not positive.
+    DataValidationError, LabelError
+        Malformed ``X`` or ``y``, or labels outside ``model.classes_``.
+
+    Notes
+    -----
+    The result is for the site's own use only.  ``epsilon_`` still describes the published global
+    model; the fine-tuned network has no DP guarantee for the site's data and must not be released.
+    """
+    check_is_fitted(model, "module_")
+    config = DPSGDConfig(
+        batch_size=model.batch_size if batch_size is None else batch_size,
+        epochs=epochs,
+        lr=model.lr if lr is None else lr,
+        optimizer=model.optimizer,
+        private=False,
+    )
+    Xt = torch.from_numpy(model.schema.encode(X, extra="ignore"))
+    if model.task == "classification":
+        yt = torch.from_numpy(check_labels(y, list(model.classes_), len(Xt))[1])
+    else:
+        yt = torch.from_numpy(check_regression_targets(y, len(Xt)))
+    stack = MLPStack.from_modules([model.module_])  # a copy: model.module_ is not touched
+    train_dp_stacked(
+        stack,
+        [Xt],
+        [yt],
+        configs=config,
+        generators=[torch.Generator().manual_seed(random_state)],
+        loss="cross_entropy" if model.task == "classification" else "mse",
+    )
+    tuned = copy.deepcopy(model)
+    tuned.module_ = stack.to_modules()[0]
+    tuned.fine_tuned_ = True
+    return tuned

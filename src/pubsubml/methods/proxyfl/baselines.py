@@ -1,0 +1,244 @@
+"""The baselines of the ProxyFL paper: Regular, Joint, FedAvg, AvgPush, CWT and FML.
+
+All run the same rounds as :class:`~pubsubml.methods.proxyfl.protocol.ProxyFL` (:func:`run_rounds`: one
+local epoch of DP-SGD, then communication, per-client accounting and budget drop-out) and differ only
+in whether a client keeps a private model and in how models travel (proxyfl.txt §4.1):
+
+========  ===============  ==========================================================
+method    private model    communication after each round
+========  ===============  ==========================================================
+Regular   no               none: each client trains its DP model on its own data
+Joint     no               none: one DP model on the pooled data (an upper bound)
+FedAvg    no               a server averages the clients' DP models and sends it back
+AvgPush   no               PushSum of the DP models on the exponential graph
+CWT       no               cyclical weight transfer: each model moves to the next client
+FML       yes (DML)        a server averages the DP "meme" models (the proxies)
+========  ===============  ==========================================================
+
+Regular, Joint, FedAvg, AvgPush and CWT train their only model with DP-SGD (it is what they share or
+release); FML and ProxyFL use DP-SGD for the proxy and none for the private model (§4.1).
+
+References
+----------
+proxyfl.txt §2 and §4.1; McMahan et al. 2017 (FedAvg); Chang et al. 2018 (CWT); Shen et al. 2020
+(FML).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pubsubml.errors import UnknownLearnerError
+from pubsubml.methods.proxyfl.protocol import ClientCohort, Communicator, ProxyFL, ProxyMethod
+
+__all__ = [
+    "CWT",
+    "FML",
+    "METHODS",
+    "AvgPush",
+    "CentralAveraging",
+    "CyclicTransfer",
+    "FedAvg",
+    "Joint",
+    "NoCommunication",
+    "Regular",
+    "create_method",
+    "register_method",
+]
+
+
+class _InProcess:
+    """Membership of in-process clients: participation is each client's own willingness."""
+
+    def __init__(self, n_clients: int) -> None:
+        self.n_clients = n_clients
+        self.bytes_sent = 0
+
+    def membership(self, client_ids: Sequence[int], willing: Tensor) -> Tensor:
+        out = torch.zeros(self.n_clients, dtype=torch.bool)
+        out[list(client_ids)] = willing
+        return out
+
+
+class NoCommunication(_InProcess):
+    """Nothing is exchanged (Regular, Joint)."""
+
+    def exchange(
+        self,
+        round_: int,
+        client_ids: Sequence[int],
+        theta: Tensor,
+        weights: Tensor,
+        participants: Sequence[int],
+    ) -> tuple[Tensor, Tensor]:
+        """Return the proxies unchanged."""
+        return theta, weights
+
+
+class CentralAveraging(_InProcess):
+    """A server averages the participants' models and sends the mean back (FedAvg, FML).
+
+    The mean is unweighted, as in the authors' code (clients hold equally many records in §4.1).
+
+    Attributes
+    ----------
+    bytes_sent : int
+        Client uploads (``d`` float32 per participant per round).
+    server_bytes : int
+        The server's downloads to the clients (as many again): its traffic grows linearly with the
+        number of clients, against one message per client for PushSum (§3.4).
+    """
+
+    def __init__(self, n_clients: int) -> None:
+        super().__init__(n_clients)
+        self.server_bytes = 0
+
+    def exchange(
+        self,
+        round_: int,
+        client_ids: Sequence[int],
+        theta: Tensor,
+        weights: Tensor,
+        participants: Sequence[int],
+    ) -> tuple[Tensor, Tensor]:
+        """Every participant gets the mean of the participants' proxies."""
+        rows = [s for s, k in enumerate(client_ids) if k in set(participants)]
+        if not rows:
+            return theta, weights
+        theta = theta.clone()
+        theta[rows] = theta[rows].mean(0)
+        size = theta.shape[1] * theta.element_size() * len(rows)
+        self.bytes_sent += size
+        self.server_bytes += size
+        return theta, weights
+
+
+class CyclicTransfer(_InProcess):
+    """Cyclical weight transfer: each participant's model moves to the next one in the ring (CWT)."""
+
+    def exchange(
+        self,
+        round_: int,
+        client_ids: Sequence[int],
+        theta: Tensor,
+        weights: Tensor,
+        participants: Sequence[int],
+    ) -> tuple[Tensor, Tensor]:
+        """Participant ``i`` (in id order) receives the model of participant ``i − 1``."""
+        row = {k: s for s, k in enumerate(client_ids)}
+        ring = sorted(participants)
+        if len(ring) < 2:
+            return theta, weights
+        out = theta.clone()
+        for i, k in enumerate(ring):
+            out[row[k]] = theta[row[ring[i - 1]]]
+        self.bytes_sent += theta.shape[1] * theta.element_size() * len(ring)
+        return out, weights
+
+
+class Regular(ProxyMethod):
+    """Each client trains a DP model on its own data; no collaboration (proxyfl.txt §4.1).
+
+    Parameters are those of :class:`~pubsubml.methods.proxyfl.protocol.ProxyFL` without ``push_share``;
+    the DP model is an MLP with ``proxy_hidden`` (the "proxy" slot of the cohort).
+    """
+
+    uses_private = False
+
+    def _communicator(self, n_clients: int) -> Communicator:
+        return NoCommunication(n_clients)
+
+
+class Joint(Regular):
+    """One DP model trained on the pooled data of all clients (the upper bound of §4.1).
+
+    ``fit`` pools the clients' data into one client; ε is that of the pooled data set (one record
+    per individual, sample rate ``B / Σ n_k``).
+    """
+
+    def fit(
+        self,
+        clients: Sequence[tuple[Any, Any]],
+        *,
+        client_ids: Sequence[int] | None = None,
+        communicator: Communicator | None = None,
+        callback: Callable[[int, ClientCohort], None] | None = None,
+    ) -> Joint:
+        """Pool ``clients`` and train one model (client 0 of the fitted cohort)."""
+        X = torch.cat([torch.as_tensor(X, dtype=torch.float32) for X, _ in clients])
+        y = torch.cat([torch.as_tensor(y, dtype=torch.long) for _, y in clients])
+        super().fit([(X, y)], client_ids=[0], communicator=communicator, callback=callback)
+        return self
+
+
+class FedAvg(Regular):
+    """Central averaging of the clients' DP models after every round (McMahan et al. 2017)."""
+
+    def _communicator(self, n_clients: int) -> Communicator:
+        return CentralAveraging(n_clients)
+
+
+class AvgPush(ProxyFL):
+    """PushSum averaging of DP models on the exponential graph, no private model (§4.1)."""
+
+    uses_private = False
+
+
+class CWT(Regular):
+    """Cyclical weight transfer of DP models (Chang et al. 2018)."""
+
+    def _communicator(self, n_clients: int) -> Communicator:
+        return CyclicTransfer(n_clients)
+
+
+class FML(ProxyMethod):
+    """Federated mutual learning: private + DP meme model, memes averaged by a server (Shen et al.)."""
+
+    def _communicator(self, n_clients: int) -> Communicator:
+        return CentralAveraging(n_clients)
+
+
+METHODS: dict[str, type[ProxyMethod]] = {
+    "AvgPush": AvgPush,
+    "CWT": CWT,
+    "FML": FML,
+    "FedAvg": FedAvg,
+    "Joint": Joint,
+    "ProxyFL": ProxyFL,
+    "Regular": Regular,
+}
+
+
+def register_method(name: str, cls: type[ProxyMethod]) -> None:
+    """Register a method class under ``name`` (explicit plug-in registry).
+
+    Raises
+    ------
+    ValueError
+        If the name is taken or ``cls`` is not a :class:`ProxyMethod` subclass.
+    """
+    if name in METHODS or not (isinstance(cls, type) and issubclass(cls, ProxyMethod)):
+        raise ValueError(f"cannot register {cls!r} as {name!r}")
+    METHODS[name] = cls
+
+
+def create_method(name: str, **params: Any) -> ProxyMethod:
+    """A method by name: ``create_method("FedAvg", n_classes=10, rounds=5)``.
+
+    Raises
+    ------
+    UnknownLearnerError
+        No method registered under ``name``.
+
+    Examples
+    --------
+    >>> type(create_method("CWT", n_classes=2)).__name__
+    'CWT'
+    """
+    if name not in METHODS:
+        raise UnknownLearnerError(f"no method {name!r}; known: {sorted(METHODS)}")
+    return METHODS[name](**params)

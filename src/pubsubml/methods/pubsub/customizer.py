@@ -1,0 +1,595 @@
+"""CUSTOMIZE: a subscriber fuses subscribed black-box models with its own (pubsub-ml.txt §4).
+
+:class:`Customizer` is Algorithm 2 as a scikit-learn estimator.  ``fit(X, y)`` runs on the
+subscriber's private DataFrame.  With ``cv=5`` (the default, cross-fitting as
+:class:`sklearn.ensemble.StackingClassifier` does):
+
+1. the own model M^s (:class:`~pubsubml.methods.pubsub.own.OwnLearner`, the same learner as the Own
+   baseline) is fitted on 4/5 of the rows five times; every row gets its output from the model
+   that did not see it, and M^s is then refitted on all rows;
+2. every candidate of M^s ∪ Λ_s is scored on all rows (M^s by its out-of-fold outputs) and the
+   ``top_m`` best are kept (``Sel``);
+3. the meta-features m(x) (Eq. 2) are the selected models' outputs on feature-extended inputs:
+   centred log-odds for the default fusion, probabilities for the paper's fully connected layer;
+4. the fusion model f_c is fitted on O^s = {(m(x), y)} over all rows (Eq. 3);
+5. predict with f_c ∘ m.
+
+``cv="holdout"`` is the paper's protocol: M^s on ``Tra`` (``train_split``), Steps 2–4 on ``Cus``
+(``fusion_split``).  It costs the own model a quarter of the rows and the fusion three quarters,
+which is why it is not the default.
+
+Every subscribed model is a black box (DESIGN.md, "Model-agnostic through outputs"; Theorem 4):
+the code uses only ``predict_proba``/``predict`` on a DataFrame, ``input_features``, and for
+classifiers the declared ``classes`` (or ``classes_``).  Nothing depends on a model's type.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, clone
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from pubsubml.errors import DataValidationError, SchemaMismatchError
+from pubsubml.methods.pubsub.fusion import StackedFusion, centred_log_odds
+from pubsubml.methods.pubsub.outputs import (
+    FUSION_MODELS,
+    SELECTION_METRICS,
+    OwnModel,
+    Runner,
+    SelectionMetric,
+    TaskEstimatorMixin,
+    align_outputs,
+    candidate_ids,
+    encode_targets,
+    model_features,
+    run_models,
+)
+from pubsubml.methods.pubsub.own import (
+    OWN_KINDS,
+    OwnLearner,
+    check_target_bounds,
+    cross_fit_own,
+    make_folds,
+    own_candidates,
+)
+from pubsubml.schema import FeatureSchema
+
+__all__ = ["Customizer", "Task"]
+
+Task = Literal["classification", "regression"]
+OWN_ID = "own"
+
+
+class Customizer(TaskEstimatorMixin, BaseEstimator):
+    """CUSTOMIZE(s, loss) of pubsub-ml.txt Algorithm 2: the customized model C^s = f_c ∘ m.
+
+    Parameters
+    ----------
+    models : sequence of black-box models, optional
+        The subscribed models Λ_s, already fitted: objects with ``input_features`` and
+        ``predict_proba(DataFrame)`` (classification, with ``classes`` or ``classes_``) or
+        ``predict(DataFrame)`` (regression).  They are shared, never copied, by :func:`clone`.
+    task : {"classification", "regression"}, default="classification"
+    own_model : {"auto", "mlp", "forest", "logistic"}, estimator or None, default="auto"
+        M^s, an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of this kind: ``"auto"`` picks the
+        candidate with the best out-of-fold loss on the subscriber's rows (M^s is never
+        published, so this costs no privacy).  An estimator taking the DataFrame is cloned.
+        ``None`` uses no own model; then every row goes to the fusion.
+    fusion_model : {"stacked", "linear", "forest"} or estimator, default="stacked"
+        f_c.  ``"stacked"`` is :class:`~pubsubml.methods.pubsub.fusion.StackedFusion` on centred
+        log-odds: the own model's weight non-negative and unpenalised, the publishers' weights
+        penalised with λ chosen by internal CV over a grid that includes ∞ (= M^s alone), so
+        publishers that carry nothing leave C^s equal to M^s.  ``"linear"`` is the paper's input
+        layer fully connected to the output layer (§7.2) on probabilities: an L2 multinomial
+        logistic regression with C = 1 (classification) or a ridge regression; ``"forest"`` a
+        random-forest meta-model (pfl-stacking.txt §4).  A ``StackedFusion`` instance is the
+        stacked fusion with its options (e.g. ``StackedFusion(rule="1se")``; its shape is set
+        from the data); any other estimator is cloned and fitted on probabilities.
+    cv : int or "holdout", default=5
+        Cross-fitting folds (stratified for classification); ``"holdout"`` is the paper's
+        Tra/Cus split.
+    top_m : int, optional
+        Keep the ``top_m`` best candidates of M^s ∪ Λ_s by ``selection_metric``; ``None`` keeps
+        all.  With ``fusion_model="stacked"`` M^s is always kept and counts as one of them.
+    selection_metric : {"log_loss", "accuracy", "balanced_accuracy", "f1_minority", "mse", "r2"}
+        Metric of Step 2; default ``"log_loss"`` (classification) or ``"mse"`` (regression).
+    train_split, fusion_split : float, default=0.75, 0.25
+        Fractions of the rows for ``Tra`` and ``Cus`` with ``cv="holdout"`` (the paper's 60/20 of
+        all data with 20% held out for testing); stratified by label for classification.
+    schema : FeatureSchema, optional
+        The consortium's public schema: its defaults fill features the subscriber lacks
+        (pubsub-ml.txt §4 Step 3 Discussion) and its bounds scale the own model's inputs.
+    classes : sequence, optional
+        The subscriber's public label set (default: the labels present in ``y``).
+    target_bounds : (float, float), optional
+        Public bounds of a regression target: the own network and the stacked fusion work on the
+        target scaled to [0, 1] by them (standardised by the subscriber's own rows without them).
+    model_ids : sequence of str, optional
+        Names of ``models`` (default: their ``model_id`` attribute, else ``"m{i}"``).
+    runner : callable, optional
+        ``runner(models, frame, method)`` returning each model's ``method`` output on the
+        feature-extended ``frame`` (which may carry extra columns); e.g. a batched runner for many
+        networks.  Default: call each model on its own input features.
+    random_state : int, RandomState or None
+        Seeds the folds or the split, the own model and the fusion model.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    candidate_ids_ : list of str
+        ``"own"`` (when there is an own model) then the ids of ``models``.
+    selection_scores_ : ndarray of shape (n_candidates,)
+        The metric of each candidate on the fusion rows (out-of-fold for M^s).
+    selected_ : ndarray of int
+        Indices into ``candidate_ids_`` of ``Sel``, ascending.
+    selected_ids_ : list of str
+    own_model_ : OwnLearner or None
+        M^s refitted on all rows (on ``Tra`` with ``cv="holdout"``); ``own_model_.choice_`` is
+        the kind chosen.
+    fusion_model_ : estimator
+    fallback_ : bool
+        Whether C^s is M^s alone (the stacked fusion chose λ = ∞).
+    fusion_weights_ : dict of str to float
+        The stacked fusion's weight per selected model (empty for other fusion models).
+    meta_feature_names_ : list of str
+        ``"{id}:{class}"`` per column of m(x) (``"{id}"`` for regression).
+    meta_blocks_ : list of slice
+        The columns of m(x) per selected model.
+    meta_std_ : ndarray of shape (n_meta,)
+        Standard deviation of each column of m(x) on the fusion rows (for contribution scores).
+    train_index_, fusion_index_ : ndarray of int
+        Row positions that trained M^s and the fusion (all rows for both when cross-fitting).
+    folds_ : list of (ndarray, ndarray) or None
+        The cross-fitting folds (``None`` with ``cv="holdout"``).
+    fit_timings_ : dict of str to float
+        Seconds spent in ``"own"`` (fitting M^s and its outputs on the fusion rows),
+        ``"outputs"`` (the subscribed models on the fusion rows), ``"select"`` and ``"fuse"``.
+
+    Raises
+    ------
+    LabelError
+        A model's label set cannot be aligned with the subscriber's, or it has no classes.
+    SchemaMismatchError
+        ``X`` is not a DataFrame or has features outside ``schema``.
+    DataValidationError
+        Fewer rows than folds, or a class with fewer rows than folds.
+
+    References
+    ----------
+    pubsub-ml.txt §4 (Algorithm 2, Eq. 2–3, Figure 2), §5 (Theorem 3: the subscriber releases
+    nothing), §7.2 (Table 4), §8.2.3 (model selection); Wolpert (1992) and scikit-learn's
+    ``StackingClassifier`` for cross-fitted stacking.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> X, y = make_classification(n_samples=200, n_features=4, n_informative=3,
+    ...                            n_redundant=0, random_state=0)
+    >>> X = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    >>> c = Customizer(own_model="forest", random_state=0).fit(X, y)
+    >>> c.candidate_ids_, c.own_model_.choice_, c.predict(X.iloc[:3]).shape
+    (['own'], 'forest', (3,))
+    """
+
+    def __init__(
+        self,
+        *,
+        models: Sequence[Any] | None = None,
+        task: Task = "classification",
+        own_model: Any = "auto",
+        fusion_model: Any = "stacked",
+        cv: int | str = 5,
+        top_m: int | None = None,
+        selection_metric: str | None = None,
+        train_split: float = 0.75,
+        fusion_split: float = 0.25,
+        schema: FeatureSchema | None = None,
+        classes: Sequence[Any] | None = None,
+        target_bounds: Sequence[float] | None = None,
+        model_ids: Sequence[str] | None = None,
+        runner: Runner | None = None,
+        random_state: int | np.random.RandomState | None = None,
+    ) -> None:
+        self.models = models
+        self.task = task
+        self.own_model = own_model
+        self.fusion_model = fusion_model
+        self.cv = cv
+        self.top_m = top_m
+        self.selection_metric = selection_metric
+        self.train_split = train_split
+        self.fusion_split = fusion_split
+        self.schema = schema
+        self.classes = classes
+        self.target_bounds = target_bounds
+        self.model_ids = model_ids
+        self.runner = runner
+        self.random_state = random_state
+
+    # ---- scikit-learn plumbing ------------------------------------------------------------
+    def __sklearn_clone__(self) -> Customizer:
+        """Clone the parameters but share the subscribed models (fitted, read-only black boxes)."""
+        params = self.get_params(deep=False)
+        shared = {k: params.pop(k) for k in ("models", "runner", "schema")}
+        new_params = {k: clone(v, safe=False) for k, v in params.items()}
+        return type(self)(**shared, **new_params)
+
+    # ---- Step 1 ---------------------------------------------------------------------------
+    def _split(self, y: np.ndarray, seed: int, has_own: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Row positions of ``Tra`` and ``Cus`` (pubsub-ml.txt §4: Tra(D^s), Cus(D^s))."""
+        n = len(y)
+        index = np.arange(n)
+        if not has_own:
+            return index[:0], index
+        tr, fu = float(self.train_split), float(self.fusion_split)
+        if not (0 < tr < 1 and 0 < fu < 1 and tr + fu <= 1 + 1e-9):
+            raise ValueError(
+                f"train_split and fusion_split must be in (0, 1) with a sum <= 1, got {tr}, {fu}"
+            )
+        n_fu = max(1, round(fu * n))
+        n_tr = min(n - n_fu, max(1, round(tr * n)))
+        stratify = y if self.task == "classification" else None
+        try:
+            tra, cus = train_test_split(
+                index, train_size=n_tr, test_size=n_fu, stratify=stratify, random_state=seed
+            )
+        except ValueError as exc:
+            raise DataValidationError(f"cannot split the data into Tra and Cus: {exc}") from exc
+        return np.sort(tra), np.sort(cus)
+
+    def _own_learner(self, seed: int) -> OwnLearner:
+        spec = self.own_model
+        if isinstance(spec, str) and spec != "auto" and spec not in OWN_KINDS:
+            raise ValueError(
+                f"unknown own_model {spec!r}; choose 'auto', one of {list(OWN_KINDS)}, an "
+                "estimator or None"
+            )
+        return OwnLearner(
+            task=self.task,
+            kind=spec,
+            cv=5 if self.cv == "holdout" else int(self.cv),
+            schema=self.schema,
+            classes=self.classes,
+            target_bounds=self.target_bounds,
+            random_state=seed,
+        )
+
+    def _fit_own_crossfit(
+        self,
+        frame: pd.DataFrame,
+        target: np.ndarray,
+        classes: np.ndarray | None,
+        folds: list[tuple[np.ndarray, np.ndarray]],
+        seed: int,
+    ) -> tuple[OwnLearner, np.ndarray]:
+        """M^s refitted on all rows and its out-of-fold outputs (aligned to ``classes``)."""
+        own = self._own_learner(seed)
+        cands = own_candidates(
+            own.kind,
+            task=self.task,
+            schema=self.schema,
+            features=list(frame.columns),
+            seed=seed,
+            target_bounds=self.target_bounds,
+        )
+        found = cross_fit_own(
+            frame,
+            target,
+            task=self.task,
+            candidates=cands,
+            folds=folds,
+            n_classes=0 if classes is None else len(classes),
+        )
+        return own.adopt(found, classes, frame), found.oof
+
+    def _fusion_kind(self) -> str | None:
+        spec = self.fusion_model
+        if isinstance(spec, StackedFusion):
+            return "stacked"
+        if isinstance(spec, str):
+            if spec != "stacked" and spec not in FUSION_MODELS:
+                raise ValueError(
+                    f"unknown fusion_model {spec!r}; choose 'stacked' or one of "
+                    f"{sorted(FUSION_MODELS)}"
+                )
+            return spec
+        return None
+
+    def _make_fusion(self, seed: int, width: int, has_own: bool) -> Any:
+        spec = self.fusion_model
+        if spec == "stacked":
+            return StackedFusion(
+                task=self.task, block_width=width, own_first=has_own, random_state=seed
+            )
+        if isinstance(spec, str):
+            return FUSION_MODELS[spec](self.task, seed)
+        est = clone(spec)
+        if isinstance(est, StackedFusion):  # its options kept; its shape set from the data
+            est.set_params(task=self.task, block_width=width, own_first=has_own)
+        if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
+            est.set_params(random_state=seed)
+        return est
+
+    def _cv(self) -> int | None:
+        cv = self.cv
+        if cv == "holdout":
+            return None
+        if isinstance(cv, bool) or not isinstance(cv, int | np.integer) or cv < 2:
+            raise ValueError(f"cv must be an integer >= 2 or 'holdout', got {cv!r}")
+        return int(cv)
+
+    # ---- input handling -------------------------------------------------------------------
+    def _check_frame(self, X: Any) -> pd.DataFrame:
+        if not isinstance(X, pd.DataFrame):
+            raise SchemaMismatchError(
+                f"Customizer needs a DataFrame (features are matched by name), got {type(X).__name__}"
+            )
+        if len(X) == 0:
+            raise DataValidationError("X has no rows")
+        frame = X.set_axis([str(c) for c in X.columns], axis=1)
+        if self.schema is not None and not isinstance(self.schema, FeatureSchema):
+            raise TypeError(f"schema must be a FeatureSchema or None, got {type(self.schema)}")
+        if self.schema is not None:
+            unknown = [c for c in frame.columns if c not in self.schema]
+            if unknown:
+                raise SchemaMismatchError(f"columns {unknown} are not in the public schema")
+        return frame
+
+    def _extend(self, frame: pd.DataFrame, models: Sequence[Any]) -> pd.DataFrame:
+        """x' of Step 3: add the public default of every feature a model needs and X lacks."""
+        if self.schema is None:
+            return frame
+        need = {f for m in models for f in model_features(m)} - set(frame.columns)
+        fill = {f: self.schema[f].default for f in sorted(need) if f in self.schema}
+        return frame.assign(**fill) if fill else frame
+
+    def _outputs(self, models: Sequence[Any], frame: pd.DataFrame) -> list[np.ndarray]:
+        method = "predict_proba" if self.task == "classification" else "predict"
+        extended = self._extend(frame, models)
+        # M^s runs directly; the subscribed models go through the runner (if any) together.
+        own = [i for i, m in enumerate(models) if isinstance(m, OwnModel)]
+        rest = [i for i, m in enumerate(models) if not isinstance(m, OwnModel)]
+        out: list[np.ndarray] = [np.empty(0)] * len(models)
+        for i, o in zip(own, run_models([models[i] for i in own], extended, method), strict=True):
+            out[i] = o
+        outs = run_models([models[i] for i in rest], extended, method, self.runner)
+        for i, o in zip(rest, outs, strict=True):
+            out[i] = o
+        return out
+
+    def _aligned(
+        self, models: Sequence[Any], frame: pd.DataFrame, classes: np.ndarray | None
+    ) -> list[np.ndarray]:
+        raw = self._outputs(models, frame)
+        return [
+            align_outputs(o, m, classes, i)
+            for i, (o, m) in enumerate(zip(raw, models, strict=True))
+        ]
+
+    def _to_meta(
+        self, outputs: Sequence[np.ndarray], stacked: bool, scale: tuple[float, float] | None
+    ) -> np.ndarray:
+        """m(x) from aligned outputs: centred log-odds or scaled outputs for the stacked fusion,
+        the outputs themselves (probabilities) for the paper's fusion models."""
+        meta = np.hstack(list(outputs)).astype(np.float64)
+        if not stacked:
+            return meta
+        if self.task == "classification":
+            k = outputs[0].shape[1]
+            return centred_log_odds(meta.reshape(len(meta), -1, k)).reshape(len(meta), -1)
+        assert scale is not None
+        return (meta - scale[0]) / scale[1]
+
+    def _target_scale(self, y: np.ndarray) -> tuple[float, float]:
+        bounds = check_target_bounds(self.target_bounds)
+        if bounds is not None:
+            return bounds[0], bounds[1] - bounds[0]
+        std = float(np.std(y))
+        return float(np.mean(y)), std if std > 0 else 1.0
+
+    def _select(self, scores: np.ndarray, metric: SelectionMetric, keep_own: bool) -> np.ndarray:
+        """Sel of Step 2: the ``top_m`` best candidates (M^s always, for the stacked fusion)."""
+        key = -scores if metric.greater_is_better else scores
+        order = np.argsort(np.where(np.isnan(key), np.inf, key), kind="stable")
+        n = len(scores)
+        m = n if self.top_m is None else min(int(self.top_m), n)
+        if keep_own:
+            order = np.concatenate([[0], order[order != 0]])
+        return np.sort(order[:m])
+
+    # ---- fit / predict --------------------------------------------------------------------
+    def _check_params(self) -> tuple[str, SelectionMetric]:
+        if self.task not in ("classification", "regression"):
+            raise ValueError(f"task must be 'classification' or 'regression', got {self.task!r}")
+        metric_name = self.selection_metric or (
+            "log_loss" if self.task == "classification" else "mse"
+        )
+        if metric_name not in SELECTION_METRICS:
+            raise ValueError(
+                f"unknown selection_metric {metric_name!r}; choose one of {sorted(SELECTION_METRICS)}"
+            )
+        metric = SELECTION_METRICS[metric_name]
+        if self.task not in metric.tasks:
+            raise ValueError(f"selection_metric {metric_name!r} does not apply to {self.task}")
+        if self.top_m is not None and (isinstance(self.top_m, bool) or int(self.top_m) < 1):
+            raise ValueError(f"top_m must be a positive integer or None, got {self.top_m!r}")
+        self._fusion_kind()
+        self._cv()
+        check_target_bounds(self.target_bounds)
+        return metric_name, metric
+
+    def fit(self, X: pd.DataFrame, y: Any) -> Customizer:
+        """Run CUSTOMIZE on the subscriber's private data (Algorithm 2, Steps 1–4).
+
+        Nothing is changed on ``self`` unless every step succeeds.
+
+        Parameters
+        ----------
+        X : DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        metric_name, metric = self._check_params()
+        frame = self._check_frame(X)
+        y_arr = np.asarray(y).reshape(-1)
+        if len(y_arr) != len(frame):
+            raise DataValidationError(f"y has {len(y_arr)} values for {len(frame)} rows")
+        classes, target = encode_targets(y_arr, self.task, self.classes)
+        published = list(self.models or [])
+        ids = candidate_ids(published, self.model_ids, reserved=OWN_ID)
+        has_own = self.own_model is not None
+        if not has_own and not published:
+            raise ValueError("nothing to customize: no subscribed models and no own model")
+        folds_k = self._cv()
+
+        rs = check_random_state(self.random_state)
+        # The folds and M^s take the seed OwnLearner(random_state=...) takes, so M^s is exactly
+        # the Own baseline fitted with the same random_state.
+        split_seed = own_seed = int(rs.randint(0, 2**31 - 1))
+        fusion_seed = int(rs.randint(0, 2**31 - 1))
+        timings: dict[str, float] = {}
+        n = len(frame)
+        folds: list[tuple[np.ndarray, np.ndarray]] | None = None
+        if folds_k is None or not has_own:
+            tra, fuse_rows = self._split(target, split_seed, has_own and folds_k is None)
+        else:
+            folds = make_folds(target, folds_k, self.task, split_seed)
+            tra = fuse_rows = np.arange(n)
+
+        # Step 2 (first half): the subscribed models' outputs on the fusion rows, aligned to the
+        # label set; a model that cannot be aligned fails here, before any training.
+        t0 = time.perf_counter()
+        rows = frame.iloc[fuse_rows]
+        outputs = self._aligned(published, rows, classes)
+        t1 = time.perf_counter()
+
+        # Step 1: M^s (cross-fitted: out-of-fold outputs on every row, then refit on all rows).
+        own: OwnLearner | None = None
+        if has_own and folds is not None:
+            own, own_out = self._fit_own_crossfit(frame, target, classes, folds, own_seed)
+            outputs = [own_out, *outputs]
+        elif has_own:
+            own = self._own_learner(own_seed).fit(frame.iloc[tra], y_arr[tra])
+            own_model = OwnModel(own, list(frame.columns))
+            outputs = [*self._aligned([own_model], rows, classes), *outputs]
+        candidates = ([OwnModel(own, list(frame.columns))] if own is not None else []) + published
+        cand_ids = ([OWN_ID] if own is not None else []) + ids
+        t2 = time.perf_counter()
+        timings["own"] = t2 - t1
+        timings["outputs"] = t1 - t0
+        fusion_target = target[fuse_rows]
+        scores = metric.score(fusion_target, np.stack(outputs))
+        stacked = self._fusion_kind() == "stacked"
+        selected = self._select(scores, metric, stacked and own is not None)
+        t3 = time.perf_counter()
+        timings["select"] = t3 - t2
+
+        # Steps 3-4: O^s = {(m(x), y)} and the fusion model f_c.
+        scale = None
+        if stacked and self.task == "regression":
+            scale = self._target_scale(fusion_target)
+        meta = self._to_meta([outputs[i] for i in selected], stacked, scale)
+        blocks: list[slice] = []
+        names: list[str] = []
+        start = 0
+        for i in selected:
+            width = outputs[i].shape[1]
+            blocks.append(slice(start, start + width))
+            start += width
+            suffixes = [f":{c}" for c in classes] if classes is not None else [""]
+            names.extend(f"{cand_ids[i]}{s}" for s in suffixes)
+        own_in = own is not None and 0 in selected
+        fusion = self._make_fusion(fusion_seed, outputs[0].shape[1], own_in)
+        fit_target = fusion_target if scale is None else (fusion_target - scale[0]) / scale[1]
+        fusion.fit(meta, fit_target)
+        timings["fuse"] = time.perf_counter() - t3
+
+        if classes is not None:
+            self.classes_ = classes
+        self.stacked_ = stacked
+        self.target_scale_ = scale
+        self.n_features_in_ = frame.shape[1]
+        self.feature_names_in_ = np.asarray(frame.columns, dtype=object)
+        self.train_index_, self.fusion_index_ = tra, fuse_rows
+        self.folds_ = folds
+        self.own_model_ = own
+        self.candidate_ids_ = cand_ids
+        self.selection_metric_ = metric_name
+        self.selection_scores_ = scores
+        self.selected_ = selected
+        self.selected_ids_ = [cand_ids[i] for i in selected]
+        self.models_ = [candidates[i] for i in selected]
+        self.meta_blocks_ = blocks
+        self.meta_feature_names_ = names
+        self.meta_std_ = meta.std(axis=0)
+        self.fusion_model_ = fusion
+        self.fallback_ = bool(getattr(fusion, "fallback_", False))
+        weights = getattr(fusion, "weights_", None) if stacked else None
+        self.fusion_weights_ = (
+            {}
+            if weights is None
+            else {i: float(w) for i, w in zip(self.selected_ids_, weights, strict=True)}
+        )
+        self.fit_timings_ = timings
+        return self
+
+    def meta_features(self, X: pd.DataFrame) -> np.ndarray:
+        """m(x) of Eq. 2 for new rows: the selected models' outputs, concatenated.
+
+        Probabilities (or raw outputs) for the paper's fusion models; centred log-odds (or
+        outputs on the scaled target) for the stacked fusion.
+
+        Parameters
+        ----------
+        X : DataFrame of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_meta)
+        """
+        check_is_fitted(self, "fusion_model_")
+        frame = self._check_frame(X)
+        out = self._aligned(self.models_, frame, getattr(self, "classes_", None))
+        return self._to_meta(out, self.stacked_, self.target_scale_)
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        """Class probabilities of C^s = f_c ∘ m (classification).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), columns in ``classes_`` order
+        """
+        check_is_fitted(self, "fusion_model_")
+        if self.task != "classification":
+            raise AttributeError("predict_proba is only available for classification")
+        proba = np.asarray(
+            self.fusion_model_.predict_proba(self.meta_features(X)), dtype=np.float64
+        )
+        full = np.zeros((proba.shape[0], len(self.classes_)))
+        full[:, np.asarray(self.fusion_model_.classes_, dtype=np.int64)] = proba
+        return full
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        """Labels (classification) or values (regression) of C^s = f_c ∘ m (Step 5).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self, "fusion_model_")
+        if self.task == "classification":
+            return np.asarray(self.classes_[np.argmax(self.predict_proba(X), axis=1)])
+        pred = np.asarray(self.fusion_model_.predict(self.meta_features(X)), dtype=np.float64)
+        if self.target_scale_ is not None:
+            pred = pred * self.target_scale_[1] + self.target_scale_[0]
+        return pred

@@ -1,0 +1,25 @@
+"""Personalized learning via stacking (pfl-stacking.txt §3).
+
+:mod:`~pubsubml.methods.stacking.personalizer` holds the method: clients publish DP models, each
+client stacks the models it receives on its own data.
+"""
+
+from __future__ import annotations
+
+from pubsubml.methods.stacking.personalizer import (
+    StackingPersonalizer,
+    dp_median,
+    dp_mode,
+    hybrid_partition,
+    release_dp_defaults,
+    vertical_partition,
+)
+
+__all__ = [
+    "StackingPersonalizer",
+    "dp_median",
+    "dp_mode",
+    "hybrid_partition",
+    "release_dp_defaults",
+    "vertical_partition",
+]

@@ -1,0 +1,58 @@
+"""``pubsub-small-ceiling``: the rows of one run, their relations, and bad options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pubsubml.cli import app
+from pubsubml.experiments.pubsub.small_ceiling import (
+    CEILING_DATASETS,
+    CEILING_METHODS,
+    ceiling_task,
+    run_ceiling,
+    summarize_ceiling,
+)
+
+
+def test_one_run_gives_every_row_and_the_ceiling_is_at_least_own() -> None:
+    rows = ceiling_task(0, 0, dataset="hyperplane", n_sub=60, kind="sgd_linear", smoke=True)
+    scores = {r["method"]: r["score"] for r in rows}
+    assert list(scores) == list(CEILING_METHODS)
+    assert all(0.0 <= v <= 1.0 for v in scores.values())
+    # k = 0 is in the grid and the customizer's own model is the Own baseline (same seed)
+    assert scores["Ceiling (test-chosen)"] >= scores["Own"]
+
+
+def test_summary_pairs_differences_with_own_by_seed() -> None:
+    t = pd.DataFrame(
+        {
+            "dataset": "d",
+            "n_sub": 100,
+            "publisher": "mlp",
+            "seed": [0, 0, 1, 1],
+            "method": ["Own", "PubSub-ML"] * 2,
+            "score": [0.5, 0.6, 0.7, 0.7],
+        }
+    )
+    s = summarize_ceiling(t)
+    row = s[s["method"] == "PubSub-ML"].iloc[0]
+    assert row["row − Own"] == "0.0500 ± 0.0500"
+    assert np.isclose(row["mean"], 0.65)
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    assert "diamonds" not in CEILING_DATASETS  # regression: no class probabilities to pool
+    with pytest.raises(ValueError, match="unknown data sets"):
+        run_ceiling(tmp_path, datasets=["diamonds"])
+    with pytest.raises(ValueError, match="seeds"):
+        run_ceiling(tmp_path, seeds=0)
+    result = CliRunner().invoke(
+        app, ["bench", "pubsub-small-ceiling", "--seeds", "0", "--out-dir", str(tmp_path)]
+    )
+    assert result.exit_code != 0 and "--seeds >= 1" in result.output
+    assert not list(tmp_path.iterdir())

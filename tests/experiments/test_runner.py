@@ -1,0 +1,138 @@
+"""The experiment runner: grid expansion, mean ± SE, folds, parallel runs and atomic outputs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pubsubml.experiments.runner import (
+    Record,
+    kfold_indices,
+    mean_se_label,
+    run_grid,
+    summarize,
+    write_results,
+)
+
+KNOWN = {0: [0.6, 0.7, 0.8], 1: [0.5, 0.9, 0.7]}  # score by seed, then fold
+
+
+def fake_method(seed: int, fold: int, offset: float = 0.0) -> list[Record]:
+    """A method whose scores are known in advance."""
+    return [
+        {"method": "a", "score": KNOWN[seed][fold] + offset},
+        {"method": "b", "score": 1.0},
+    ]
+
+
+def test_summary_is_mean_and_standard_error_over_seeds_and_folds() -> None:
+    table = run_grid(fake_method, seeds=2, folds=3, progress=False)
+    assert len(table) == 12
+    assert set(table.columns) >= {"seed", "fold", "method", "score"}
+    summary = summarize(table, ["method"]).set_index("method")
+    values = np.array(KNOWN[0] + KNOWN[1])
+    assert summary.loc["a", "mean"] == pytest.approx(values.mean())
+    assert summary.loc["a", "se"] == pytest.approx(values.std(ddof=1) / math.sqrt(6))
+    assert summary.loc["a", "n"] == 6
+    assert summary.loc["b", "se"] == 0.0
+
+
+def test_grid_parameters_become_columns_and_groups() -> None:
+    table = run_grid(
+        fake_method, seeds=[1], folds=3, grid=[{"offset": 0.0}, {"offset": 1.0}], progress=False
+    )
+    summary = summarize(table[table.method == "a"], ["offset"])
+    assert summary["mean"].tolist() == pytest.approx([0.7, 1.7])
+
+
+def test_parallel_run_gives_the_same_table() -> None:
+    serial = run_grid(fake_method, seeds=2, folds=3, progress=False)
+    parallel = run_grid(fake_method, seeds=2, folds=3, jobs=2, progress=False)
+    pd.testing.assert_frame_equal(serial, parallel)
+
+
+def _clashing(seed: int, fold: int) -> list[Record]:
+    return [{"fold": 3, "score": 1.0}]
+
+
+def test_bad_arguments_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        run_grid(fake_method, seeds=0, progress=False)
+    with pytest.raises(ValueError):
+        run_grid(fake_method, folds=0, progress=False)
+    with pytest.raises(ValueError, match="redefine"):
+        run_grid(_clashing, folds=1, progress=False)
+    with pytest.raises(KeyError):
+        summarize(pd.DataFrame({"score": [1.0]}), ["method"])
+
+
+def test_kfold_indices_partition_the_rows_and_stratify() -> None:
+    y = np.array([0] * 80 + [1] * 20)
+    tests = []
+    for fold in range(5):
+        train, test = kfold_indices(y, 5, fold, seed=3)
+        assert set(train).isdisjoint(test)
+        assert len(train) + len(test) == 100
+        assert y[test].sum() == 4  # stratified: 20 % of the positives in every fold
+        tests.append(test)
+    assert sorted(np.concatenate(tests).tolist()) == list(range(100))
+    a, _ = kfold_indices(100, 5, 1, seed=0)
+    b, _ = kfold_indices(100, 5, 1, seed=0)
+    assert np.array_equal(a, b)
+    with pytest.raises(ValueError):
+        kfold_indices(10, 5, 5, seed=0)
+
+
+def test_write_results_writes_csv_markdown_and_png(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = run_grid(fake_method, seeds=1, folds=3, progress=False)
+    summary = summarize(table, ["method"])
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    paths = write_results("demo-x", tmp_path, table=table, summary=summary, figure=fig, notes="n")
+    assert [p.name for p in paths] == ["demo-x.csv", "demo-x.md", "demo-x.png"]
+    assert len(pd.read_csv(paths[0])) == len(table)
+    text = paths[1].read_text()
+    assert mean_se_label(0.7, summary.se.iloc[0]) in text and "mean ± SE" in text
+    assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
+
+
+def test_write_results_rejects_bad_names_and_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        write_results("../x", tmp_path, table=pd.DataFrame())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_results_writes_no_file_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure()
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(figure, "savefig", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_results("x", tmp_path, table=pd.DataFrame({"a": [1]}), figure=figure)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_out_dir_rejects_a_file_and_creates_nothing(tmp_path: Path) -> None:
+    from pubsubml.experiments.runner import check_out_dir
+
+    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="is not a folder"):
+        check_out_dir(tmp_path / "f" / "sub")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

@@ -27,8 +27,11 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests benchmarks
 	$(BIN)/ruff format src tests benchmarks
 
+# Two pytest steps, each on two worker processes (pytest-xdist): everything but the end-to-end
+# runs, then the end-to-end runs (marked slow). `pytest -m "not slow"` is the quick loop.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m slow
 
 test: lint pytest
 

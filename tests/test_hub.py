@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import threading
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from pubsubml.artifacts.card import ModelCard, PrivacyRecord, derive_model_id
 from pubsubml.errors import DataValidationError, DigestMismatchError, NotFoundError
 from pubsubml.hub import Hub, LocalHub
 from pubsubml.privacy.events import DPEvent
+from pubsubml.registry.client import RegistryClient
 from pubsubml.schema import Channel, FeatureSchema
 
 
@@ -45,8 +47,24 @@ def make_card(
     return card, weights
 
 
-def test_local_hub_implements_protocol() -> None:
-    assert isinstance(LocalHub(), Hub)
+@pytest.mark.parametrize("hub_class", [LocalHub, RegistryClient])
+def test_hubs_match_the_protocol_signatures(hub_class: type) -> None:
+    # Every method of the Hub protocol exists with the protocol's parameters (names, kinds and
+    # defaults, in order), so code written against Hub runs on either implementation; an
+    # implementation may add keyword-only parameters that have defaults.
+    members = [n for n, v in vars(Hub).items() if callable(v) and not n.startswith("_")]
+
+    assert members
+    for name in members:
+        expected = list(inspect.signature(getattr(Hub, name)).parameters.values())
+        actual = list(inspect.signature(getattr(hub_class, name)).parameters.values())
+        extra = [p for p in actual if p.name not in {e.name for e in expected}]
+        shared = [p for p in actual if p not in extra]
+        where = f"{hub_class.__name__}.{name}"
+        assert [(p.name, p.kind, p.default) for p in shared] == [
+            (p.name, p.kind, p.default) for p in expected
+        ], where
+        assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in extra), where
 
 
 def test_channel_matching_follows_terms() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -13,6 +14,7 @@ from pubsubml.cli import app
 from pubsubml.cli.demo import SUBSCRIBERS, DemoConfig, run_demo
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_over_the_embedded_registry(tmp_path: Path) -> None:
     console = Console(record=True, width=160)
     config = DemoConfig(publisher_rows=300, subscriber_rows=200, test_rows=500)
@@ -35,12 +37,39 @@ def test_demo_runs_end_to_end_over_the_embedded_registry(tmp_path: Path) -> None
     assert any((tmp_path / "store").rglob("*")), "artifacts are stored by the registry"
 
 
-def test_cli_lists_the_commands() -> None:
-    result = CliRunner().invoke(app, ["--help"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "demo",
+        "registry",
+        "site",
+        "features",
+        "models",
+        "publish",
+        "subscribe",
+        "pull",
+        "budget",
+        "bench",
+        "proxyfl",
+        "forecast",
+    ],
+)
+def test_every_command_is_registered_and_answers_help(command: str) -> None:
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
 
-    assert result.exit_code == 0
-    for command in ("demo", "registry", "site", "publish", "subscribe", "pull", "budget", "bench"):
-        assert command in result.output
+    result = CliRunner().invoke(app, [command, "--help"])
+
+    assert command in commands
+    assert result.exit_code == 0, result.output
+    assert f"pubsubml {command}" in result.output.replace("\n", " ")  # its own usage line
+
+
+def test_bench_lists_every_experiment_once() -> None:
+    bench = typer.main.get_command(app).commands["bench"]  # type: ignore[attr-defined]
+    names = list(bench.commands)
+
+    assert len(names) == len(set(names))
+    assert {"pubsub-small", "stacking-vertical", "domain-experts-mnist1d"} <= set(names)
 
 
 def test_demo_over_seeds_prints_mean_and_se(monkeypatch: pytest.MonkeyPatch) -> None:

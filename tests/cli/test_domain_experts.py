@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from pubsubml.cli.domain_experts import BENCHMARKS, register
 
 
+@pytest.mark.slow
 def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
     group = typer.Typer()
     register(group)

@@ -16,6 +16,7 @@ from pubsubml.experiments.domain_experts.incentives import METHODS, sized_users
 STEMS = ("", "-leave", "-small", "-epsilon")
 
 
+@pytest.mark.slow
 def test_smoke_writes_every_table_and_one_row_per_user(tmp_path: Path) -> None:
     assert "domain-experts-incentives" in BENCHMARKS
     group = typer.Typer()

@@ -120,6 +120,7 @@ def bench_app() -> typer.Typer:
     return app
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_smoke_command_writes_results(bench_app: typer.Typer, name: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(bench_app, [name, "--smoke", "--out-dir", str(tmp_path)])

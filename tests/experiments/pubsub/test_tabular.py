@@ -173,6 +173,7 @@ def test_non_iid_subscriber_is_a_ten_percent_donation() -> None:
     assert len(sc.subscriber.y) / (kept + len(sc.subscriber.y)) == pytest.approx(0.1, abs=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -233,6 +234,7 @@ def test_an_output_folder_that_is_a_file_fails_before_the_run(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
 
 
+@pytest.mark.slow
 def test_central_dp_smoke_run_records_the_mode(tmp_path: Path) -> None:
     from pubsubml.cli import app
 

@@ -237,6 +237,7 @@ def test_horizontal_public_models_never_saw_another_clients_rows(
             assert not seen[a] & seen[b]
 
 
+@pytest.mark.slow
 def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
     group = typer.Typer()
     register(group)

@@ -31,6 +31,7 @@ def _one_torch_thread() -> Iterator[None]:
 K, D, C = 4, 10, 3
 
 
+@pytest.mark.slow
 def test_four_peer_processes_match_the_simulation(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     sizes = (80, 80, 40, 80)  # client 2: q = 0.5, it runs out of budget after its first round

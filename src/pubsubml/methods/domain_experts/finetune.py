@@ -76,9 +76,12 @@ def fine_tune(
 
     Examples
     --------
+    >>> _ = torch.manual_seed(0)
     >>> X = torch.rand(40, 2); y = X @ torch.tensor([2.0, -1.0])
-    >>> m = fine_tune(nn.Linear(2, 1), X, y, X, y, task="regression", max_epochs=50)
-    >>> bool(((m(X)[:, 0] - y) ** 2).mean() < ((nn.Linear(2, 1)(X)[:, 0] - y) ** 2).mean())
+    >>> start = nn.Linear(2, 1)
+    >>> before = float(((start(X)[:, 0] - y) ** 2).mean().detach())
+    >>> m = fine_tune(start, X, y, X, y, task="regression", max_epochs=50)
+    >>> float(((m(X)[:, 0] - y) ** 2).mean().detach()) < before
     True
     """
     if len(X) == 0 or len(X_val) == 0:

@@ -42,7 +42,7 @@ from pubsubml.experiments.pubsub.selection import (
     publish_models,
     pull_models,
     split_sites,
-    train_publishers,
+    train_many_publishers,
 )
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.outputs import published_runner
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     data = split_sites(pubs, subs, folds=sizes.folds, fold=0, seed=args.seed)
     rows.append(("generate sites (Table 3)", time.perf_counter() - t0, ""))
 
-    models, t_train = train_publishers(data.publishers, sizes, seed=args.seed)
+    models, t_train = train_many_publishers(data.publishers, sizes, seed=args.seed)
     rows.append((f"train {args.publishers} DP publishers, fit_many (stacked)", t_train, ""))
 
     est = clone(models[0]).set_params(random_state=args.seed)

@@ -41,10 +41,17 @@ def test_rank_ranges() -> None:
     assert proxyfl_cli._ranks(None, 3) == [0, 1, 2]
 
 
-def test_unknown_bench_is_refused(tmp_path: Path) -> None:
-    result = CliRunner().invoke(_root(), ["proxyfl", "bench", "nope", "--out", str(tmp_path)])
-    assert result.exit_code != 0
-    assert not list(tmp_path.iterdir())
+def test_benches_are_reachable_once_with_the_shared_options(tmp_path: Path) -> None:
+    assert CliRunner().invoke(_root(), ["proxyfl", "bench", "accuracy"]).exit_code != 0
+    bad = tmp_path / "a-file"
+    bad.write_text("")
+
+    result = CliRunner().invoke(
+        _root(), ["bench", "proxyfl-accuracy", "--smoke", "--out-dir", str(bad)]
+    )
+
+    assert result.exit_code == 2, result.output  # the folder is checked before anything runs
+    assert bad.read_text() == ""
 
 
 def test_epsilon_rows_say_what_epsilon_covers() -> None:

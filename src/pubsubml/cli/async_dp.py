@@ -112,7 +112,7 @@ def bench(
     """Run one ``async-dp-*`` experiment and write ``<out-dir>/async-dp-*.{csv,md,png}``."""
     from pubsubml.experiments.async_dp.experiments import (
         EXPERIMENTS,
-        ExperimentConfig,
+        AsyncDPExperimentConfig,
         run_calibration,
     )
 
@@ -121,7 +121,7 @@ def bench(
             f"error: unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}", err=True
         )
         raise typer.Exit(code=2)
-    cfg = ExperimentConfig.create("smoke" if smoke else "full", seed=seed)
+    cfg = AsyncDPExperimentConfig.create("smoke" if smoke else "full", seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     if name == "async-dp-calibrate":
         target = model_path or (None if smoke else default_model_path())

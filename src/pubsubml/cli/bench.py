@@ -1,7 +1,7 @@
 """What every ``pubsubml bench`` experiment command shares: options, errors, threads, registration.
 
-The method CLIs (``pubsub_cli``, ``pubsub_scale_cli``, ``stacking_cli``, ``domain_experts_cli``)
-build their commands from these pieces, so that every experiment takes ``--smoke`` and
+The command modules of :mod:`pubsubml.cli` (``pubsub``, ``pubsub_scale``, ``stacking``,
+``domain_experts``, ``proxyfl``, ``async_dp``) build their commands from these pieces, so that every experiment takes ``--smoke`` and
 ``--out-dir`` the same way, exits with code 2 and one line on bad options, and runs its small
 networks with one torch thread.
 """

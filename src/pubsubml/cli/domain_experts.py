@@ -44,7 +44,10 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
     typer.Exit
         With code 2 on an unknown benchmark name.
     """
-    from pubsubml.experiments.domain_experts.experiments import EXPERIMENTS, ExperimentConfig
+    from pubsubml.experiments.domain_experts.experiments import (
+        EXPERIMENTS,
+        DomainExpertsExperimentConfig,
+    )
     from pubsubml.experiments.domain_experts.incentives import run_incentives
     from pubsubml.experiments.domain_experts.mnist1d import run_mnist1d
 
@@ -56,7 +59,7 @@ def bench(name: str, *, smoke: bool = False, out_dir: Path, seed: int = 0) -> No
     if name not in experiments:
         fail(f"unknown benchmark {name!r}; choose one of {BENCHMARKS}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = ExperimentConfig("smoke" if smoke else "full", seed=seed)
+    config = DomainExpertsExperimentConfig("smoke" if smoke else "full", seed=seed)
     run_experiment_command(name, lambda: experiments[name](config, out_dir), out_dir)
     typer.echo(f"{name}: wrote its CSV, MD and PNG outputs to {out_dir}")
 

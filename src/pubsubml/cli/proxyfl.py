@@ -2,9 +2,10 @@
 ``docs/results/proxyfl-*`` (proxyfl.txt Fig. 3, Fig. 4, Fig. 5 and the per-client ε).
 
 Mount with ``app.add_typer(proxyfl_cli.app, name="proxyfl")`` (→ ``pubsubml proxyfl launch``,
-``pubsubml proxyfl bench accuracy``) and ``proxyfl_cli.register_bench_commands(bench_app)``
-(→ ``pubsubml bench proxyfl-accuracy`` etc.).  Every bench takes ``--smoke`` for a seconds-long
-configuration (CI) and ``--out`` for the output folder.
+``pubsubml proxyfl launch-comm``) and ``proxyfl_cli.register_bench_commands(bench_app)``
+(→ ``pubsubml bench proxyfl-accuracy`` etc.).  Every bench takes the options every
+``pubsubml bench`` command takes (:mod:`pubsubml.cli.bench`): ``--smoke`` for a seconds-long
+configuration (CI) and ``--out-dir`` for the output folder.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 
+from pubsubml.cli.bench import DEFAULT_OUT_DIR, OutDirOption, SmokeOption, run_experiment_command
 from pubsubml.errors import PaperAccountingWarning
 from pubsubml.experiments.proxyfl.experiments import (
     FederatedSplit,
@@ -34,8 +36,6 @@ __all__ = ["BENCHES", "app", "register_bench_commands"]
 
 app = typer.Typer(help="ProxyFL: private models, DP proxies shared by PushSum (proxyfl.txt).")
 
-OutOption = Annotated[Path, typer.Option(help="Folder for the CSV, Markdown and PNG outputs.")]
-SmokeOption = Annotated[bool, typer.Option(help="Seconds-long configuration for CI.")]
 ORDER = ["Regular", "Joint", "FedAvg", "AvgPush", "CWT", "FML", "ProxyFL"]
 ROUNDS = 50  # the paper runs 300; 50 keeps every bench within minutes on 2 cores
 
@@ -428,13 +428,6 @@ def _ablation_plot(
     plt.close(fig)
 
 
-def _one_thread() -> None:
-    """One torch thread: the runs are timed on a shared 2-core machine, where spinning threads stall."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
 BENCHES: dict[str, Callable[[Path, bool], pd.DataFrame]] = {
     "accuracy": bench_accuracy,
     "communication": bench_communication,
@@ -442,26 +435,9 @@ BENCHES: dict[str, Callable[[Path, bool], pd.DataFrame]] = {
 }
 
 
-@app.command()
-def bench(
-    name: Annotated[str, typer.Argument(help=f"One of {sorted(BENCHES)} or 'all'.")],
-    out: OutOption = Path("docs/results"),
-    smoke: SmokeOption = False,
-) -> None:
-    """Run a ProxyFL benchmark and write docs/results/proxyfl-<name>.{csv,md,png}."""
-    _one_thread()
-    names = sorted(BENCHES) if name == "all" else [name]
-    for n in names:
-        if n not in BENCHES:
-            raise typer.BadParameter(f"unknown bench {n!r}; choose from {sorted(BENCHES)} or 'all'")
-        BENCHES[n](out, smoke)
-        typer.echo(f"wrote {out}/proxyfl-{n}.*")
-
-
-def _bench_command(fn: Callable[[Path, bool], pd.DataFrame]) -> Callable[..., None]:
-    def command(out: OutOption = Path("docs/results"), smoke: SmokeOption = False) -> None:
-        _one_thread()
-        fn(out, smoke)
+def _bench_command(name: str, fn: Callable[[Path, bool], pd.DataFrame]) -> Callable[..., None]:
+    def command(out_dir: OutDirOption = DEFAULT_OUT_DIR, smoke: SmokeOption = False) -> None:
+        run_experiment_command(f"proxyfl-{name}", lambda: fn(out_dir, smoke), out_dir)
 
     command.__doc__ = (fn.__doc__ or "").splitlines()[0]
     return command
@@ -470,7 +446,7 @@ def _bench_command(fn: Callable[[Path, bool], pd.DataFrame]) -> Callable[..., No
 def register_bench_commands(bench_app: typer.Typer) -> None:
     """Add ``proxyfl-accuracy``, ``proxyfl-communication`` and ``proxyfl-ablations`` to a bench app."""
     for name, fn in BENCHES.items():
-        bench_app.command(f"proxyfl-{name}")(_bench_command(fn))
+        bench_app.command(f"proxyfl-{name}")(_bench_command(name, fn))
 
 
 def _ranks(spec: str | None, n: int) -> list[int]:

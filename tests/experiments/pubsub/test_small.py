@@ -15,7 +15,7 @@ from pubsubml.experiments.pubsub import models as pubsub_models
 from pubsubml.experiments.pubsub.compared import (
     MethodConfig,
     Scenario,
-    Site,
+    SimSite,
     _fold_rows,
     evaluate_fold,
     publisher_learner,
@@ -180,8 +180,8 @@ def _external(n_sub: int = 80, n_test: int = 400) -> Scenario:
     data = hyperplane(2 * 150 + n_sub + n_test, seed=9)
     cut = np.cumsum([150, 150, n_sub])
 
-    def site(a: int, b: int) -> Site:
-        return Site(data.X.iloc[a:b].reset_index(drop=True), data.y[a:b])
+    def site(a: int, b: int) -> SimSite:
+        return SimSite(data.X.iloc[a:b].reset_index(drop=True), data.y[a:b])
 
     return Scenario(
         publishers=[site(0, cut[0]), site(cut[0], cut[1])],
@@ -199,8 +199,8 @@ def test_external_test_trains_every_site_on_all_its_rows() -> None:
     trains, tr, te = _fold_rows(sc, seed=0, fold=3, folds=5)
     assert [len(t) for t in trains] == [150, 150] and len(tr) == 80 and len(te) == 0
     shared = Scenario(
-        publishers=[Site(p.X, p.y, ids=np.arange(len(p.y))) for p in sc.publishers],
-        subscriber=Site(sc.subscriber.X, sc.subscriber.y, ids=np.arange(80)),
+        publishers=[SimSite(p.X, p.y, ids=np.arange(len(p.y))) for p in sc.publishers],
+        subscriber=SimSite(sc.subscriber.X, sc.subscriber.y, ids=np.arange(80)),
         schema=sc.schema,
         task="classification",
         classes=(0, 1),

@@ -15,7 +15,7 @@ from pubsubml.experiments.pubsub import compared as pubsub_methods
 from pubsubml.experiments.pubsub.compared import (
     MethodConfig,
     Scenario,
-    Site,
+    SimSite,
     _fold_rows,
     _joined,
     evaluate_fold,
@@ -35,10 +35,10 @@ TINY = MethodConfig(hidden_layer_sizes=(8,), epochs=2, fl_rounds=2, fine_tune_ep
 def _hyperplane_scenario(n_pub: int = 3, rows: int = 200, sub_rows: int = 100) -> Scenario:
     data = hyperplane(n_pub * rows + sub_rows, seed=5)
     pubs = [
-        Site(data.X.iloc[i * rows : (i + 1) * rows], data.y[i * rows : (i + 1) * rows])
+        SimSite(data.X.iloc[i * rows : (i + 1) * rows], data.y[i * rows : (i + 1) * rows])
         for i in range(n_pub)
     ]
-    sub = Site(data.X.iloc[n_pub * rows :], data.y[n_pub * rows :])
+    sub = SimSite(data.X.iloc[n_pub * rows :], data.y[n_pub * rows :])
     return Scenario(pubs, sub, data.schema, "classification", (0, 1), "accuracy")
 
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from pubsubml.errors import DataValidationError
 from pubsubml.experiments.async_dp.reporting import (
     NONPRIVATE_EPSILON,
-    ExperimentConfig,
+    AsyncDPExperimentConfig,
     figure_layout,
     noise_regime,
     run_task,
@@ -34,14 +34,14 @@ from pubsubml.methods.async_dp.cost import (
 __all__ = ["run_calibration", "run_map"]
 
 
-def _map_grid(cfg: ExperimentConfig) -> tuple[list[int], list[float], int]:
+def _map_grid(cfg: AsyncDPExperimentConfig) -> tuple[list[int], list[float], int]:
     if cfg.smoke:
         return [2, 4], [10.0, 1000.0], 1_000
     return [2, 3, 5, 10, 20, 50, 100], [1, 3, 10, 30, 100, 300, 1000, 3000], 10_000
 
 
 def run_map(
-    cfg: ExperimentConfig, out_dir: Path, model: CostOfPrivacyModel | None = None
+    cfg: AsyncDPExperimentConfig, out_dir: Path, model: CostOfPrivacyModel | None = None
 ) -> pd.DataFrame:
     """Fig. 6: where the private collaboration beats owner 1's non-private model, N × ε.
 
@@ -119,7 +119,7 @@ def _relative_errors(frame: pd.DataFrame, c1: float, c2: float, gamma: float) ->
 
 
 def run_calibration(
-    cfg: ExperimentConfig, out_dir: Path, model_path: Path | None = None
+    cfg: AsyncDPExperimentConfig, out_dir: Path, model_path: Path | None = None
 ) -> CostOfPrivacyModel:
     """Fit the constants of Eq. 11 (with an N^γ dependence) and of the alone baseline.
 

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from pubsubml.experiments.async_dp.collaboration import run_calibration, run_map
 from pubsubml.experiments.async_dp.reporting import (
     NONPRIVATE_EPSILON,
-    ExperimentConfig,
+    AsyncDPExperimentConfig,
     figure_layout,
     noise_regime,
     run_task,
@@ -41,7 +41,7 @@ from pubsubml.methods.async_dp.cost import fit_cost_of_privacy, loglog_slope, pr
 
 __all__ = [
     "EXPERIMENTS",
-    "ExperimentConfig",
+    "AsyncDPExperimentConfig",
     "run_bands",
     "run_calibration",
     "run_map",
@@ -52,7 +52,7 @@ __all__ = [
 _SMALL_CLIP = 1.0  # a clipping norm far below Ξ of Assumption 2 (60 for the synthetic data)
 
 
-def run_bands(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_bands(cfg: AsyncDPExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """Fig. 2/8: 25–75 % band and median of ψ(θ_L,k) over runs vs k for three ε."""
     n_synth = 2_000 if cfg.smoke else 250_000
     cases: list[tuple[RegressionTask, tuple[float, ...]]] = [
@@ -94,7 +94,7 @@ def run_bands(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def run_scaling(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_scaling(cfg: AsyncDPExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """Fig. 4/5/10: mean ψ after T vs owner size n and vs ε, with the fitted Eq. 11 and slopes."""
     sizes = [1_000, 3_000] if cfg.smoke else [3_162, 10_000, 31_623, 100_000, 316_228]
     epsilons = [10.0, 100.0] if cfg.smoke else [0.3, 1, 3, 10, 30, 100, 300, 1000, 3000]
@@ -194,7 +194,7 @@ def _plot_scaling(frame: pd.DataFrame, axes: Any) -> None:
         ax.legend(fontsize=7)
 
 
-def run_owners(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_owners(cfg: AsyncDPExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """Fig. 7: which owners of a real data set gain from the private collaboration, per ε."""
     tasks = [diamonds_task("color", seed=cfg.seed), doctor_contacts_task(seed=cfg.seed)]
     if not cfg.smoke:
@@ -243,7 +243,7 @@ def run_owners(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
     return frame
 
 
-EXPERIMENTS: dict[str, Callable[[ExperimentConfig, Path], Any]] = {
+EXPERIMENTS: dict[str, Callable[[AsyncDPExperimentConfig, Path], Any]] = {
     "async-dp-bands": run_bands,
     "async-dp-calibrate": run_calibration,
     "async-dp-map": run_map,

@@ -19,7 +19,7 @@ from pubsubml.experiments.async_dp.tasks import RegressionTask, ReplicaResult, r
 __all__ = [
     "NOISE_REGIME",
     "NONPRIVATE_EPSILON",
-    "ExperimentConfig",
+    "AsyncDPExperimentConfig",
     "figure_layout",
     "noise_regime",
     "run_task",
@@ -34,7 +34,7 @@ NOISE_REGIME = (10.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
-class ExperimentConfig:
+class AsyncDPExperimentConfig:
     """Sizes shared by the experiments (``smoke`` or ``full``)."""
 
     size: Size
@@ -43,7 +43,7 @@ class ExperimentConfig:
     seed: int = 0
 
     @classmethod
-    def create(cls, size: Size, *, seed: int = 0) -> ExperimentConfig:
+    def create(cls, size: Size, *, seed: int = 0) -> AsyncDPExperimentConfig:
         """``smoke``: T = 60, 6 runs; ``full``: T = 1,000, 100 runs (Fig. 2: 100 runs)."""
         return cls(size, 60, 6, seed) if size == "smoke" else cls(size, 1000, 100, seed)
 
@@ -53,7 +53,7 @@ class ExperimentConfig:
         return self.size == "smoke"
 
 
-def figure_layout(cfg: ExperimentConfig) -> Literal["constrained"] | None:
+def figure_layout(cfg: AsyncDPExperimentConfig) -> Literal["constrained"] | None:
     """Constrained layout for full runs; none for smoke runs (it costs seconds on log axes)."""
     return None if cfg.smoke else "constrained"
 
@@ -78,7 +78,7 @@ def write_table(frame: pd.DataFrame, path: Path, *, title: str, notes: str = "")
 def run_task(
     task: RegressionTask,
     epsilon: float,
-    cfg: ExperimentConfig,
+    cfg: AsyncDPExperimentConfig,
     *,
     replicas: int | None = None,
     record_path: bool = False,

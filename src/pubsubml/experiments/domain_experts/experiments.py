@@ -28,7 +28,7 @@ from pubsubml.schema import FeatureSchema
 
 __all__ = [
     "EXPERIMENTS",
-    "ExperimentConfig",
+    "DomainExpertsExperimentConfig",
     "privacy_sweep",
     "regression_users",
     "run_classification",
@@ -56,7 +56,7 @@ STD = 1.0
 
 
 @dataclass(frozen=True)
-class ExperimentConfig:
+class DomainExpertsExperimentConfig:
     """Sizes of a run: ``smoke`` (CI, seconds) or ``full`` (a few minutes on 2 cores)."""
 
     size: Literal["smoke", "full"]
@@ -188,7 +188,7 @@ def _methods(
     return rows, fits
 
 
-def run_regression(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_regression(cfg: DomainExpertsExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """§4.1: RMSE per user for σ ∈ {0, 2, 4}; writes the table and the gate heat-maps."""
     n = (200, 50, 100) if cfg.smoke else (2500, 500, 500)
     rounds = 60 if cfg.smoke else 1500
@@ -269,7 +269,9 @@ def _gate_figure(model: DomainExpertsFL, users: list[dict[str, Any]], path: Path
     plt.close(fig)
 
 
-def classification_users(cfg: ExperimentConfig) -> list[dict[str, tuple[pd.DataFrame, Any]]]:
+def classification_users(
+    cfg: DomainExpertsExperimentConfig,
+) -> list[dict[str, tuple[pd.DataFrame, Any]]]:
     """15 Hyperplane sites cut from one drifting stream: 50 labeled rows (train 25 + val 25)
     and 350 test rows each; the shared initial concept rotates from site to site."""
     n_users = 5 if cfg.smoke else 15
@@ -283,7 +285,7 @@ def classification_users(cfg: ExperimentConfig) -> list[dict[str, tuple[pd.DataF
     return users
 
 
-def run_classification(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_classification(cfg: DomainExpertsExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """§4.2 analogue: accuracy per user and method at no privacy, ε = 4 and ε = 2 (δ = 1e-5)."""
     users = classification_users(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -317,7 +319,7 @@ def run_classification(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
 def privacy_sweep(
     users: list[dict[str, Any]],
     make: Callable[[Algorithm, float | None, bool], DomainExpertsFL],
-    cfg: ExperimentConfig,
+    cfg: DomainExpertsExperimentConfig,
     stem: Path,
     *,
     title: str,
@@ -403,7 +405,7 @@ def _write(
     stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-EXPERIMENTS: dict[str, Callable[[ExperimentConfig, Path], pd.DataFrame]] = {
+EXPERIMENTS: dict[str, Callable[[DomainExpertsExperimentConfig, Path], pd.DataFrame]] = {
     "domain-experts-classification": run_classification,
     "domain-experts-regression": run_regression,
 }

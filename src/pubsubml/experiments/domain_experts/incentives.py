@@ -19,7 +19,7 @@ import pandas as pd
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.errors import DataValidationError
 from pubsubml.experiments.domain_experts.experiments import (
-    ExperimentConfig,
+    DomainExpertsExperimentConfig,
     _linear_baseline,
     _module_predict,
     _tune,
@@ -27,13 +27,13 @@ from pubsubml.experiments.domain_experts.experiments import (
 )
 from pubsubml.methods.domain_experts.federation import DomainExpertsFL
 
-__all__ = ["METHODS", "evaluate_federation", "run_incentives", "sized_users"]
+__all__ = ["METHODS", "evaluate_user_federation", "run_incentives", "sized_users"]
 
 METHODS = ("Ind", "DP-FL", "FT-DP-FL", "MoE")
 """Per-user methods of Fig. 8: own model, shared DP model, its fine-tuned copy, Algorithm 2."""
 
 
-def _sizes(cfg: ExperimentConfig) -> list[int]:
+def _sizes(cfg: DomainExpertsExperimentConfig) -> list[int]:
     if cfg.smoke:
         return [20, 40, 80, 160]
     return [round(float(v)) for v in np.geomspace(40, 400, 10)]
@@ -87,7 +87,7 @@ def sized_users(sizes: list[int], n_test: int, seed: int) -> list[dict[str, Any]
     return users
 
 
-def evaluate_federation(
+def evaluate_user_federation(
     users: list[dict[str, Any]], epsilon: float | None, *, rounds: int, seed: int
 ) -> pd.DataFrame:
     """Fit one Algorithm-2 federation at ``epsilon`` and score every user with the four methods.
@@ -143,7 +143,7 @@ def _wide(frame: pd.DataFrame) -> pd.DataFrame:
     ].reset_index()
 
 
-def run_incentives(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_incentives(cfg: DomainExpertsExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """Fig. 8, Table 4, Fig. 10 and Fig. 11 analogues; writes ``domain-experts-incentives*``.
 
     Returns
@@ -168,12 +168,14 @@ def run_incentives(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
         "rounds, expected batch 10, C = 1, linear models, δ = 1e-5, σ calibrated per user to "
         "its own sampling rate and rounds; accuracy on each user's test rows."
     )
-    runs = {eps: evaluate_federation(users, eps, rounds=rounds, seed=cfg.seed) for eps in eps_grid}
+    runs = {
+        eps: evaluate_user_federation(users, eps, rounds=rounds, seed=cfg.seed) for eps in eps_grid
+    }
     full = runs[2.0]
 
     # Fig. 8: whether joining pays, users sorted by size.
     table = _wide(full)
-    plain = _wide(evaluate_federation(users, None, rounds=rounds, seed=cfg.seed))
+    plain = _wide(evaluate_user_federation(users, None, rounds=rounds, seed=cfg.seed))
     table["FL"], table["FT-FL"] = plain["DP-FL"], plain["FT-DP-FL"]
     spent = full[full.method == "Ind"].set_index("user")
     table["user_epsilon"] = spent.user_epsilon.loc[table.user].to_numpy()
@@ -195,7 +197,7 @@ def run_incentives(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
     # Reference: nobody leaves, the federation is only refitted with another seed (leaver 0).
     for who in [*leavers, -1]:
         keep = [i for i in range(len(users)) if i != who]
-        part = evaluate_federation(
+        part = evaluate_user_federation(
             [users[i] for i in keep], 2.0, rounds=rounds, seed=cfg.seed + (who < 0)
         )
         for r in part.to_dict("records"):
@@ -222,7 +224,7 @@ def run_incentives(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
 
     # Fig. 10: the small users alone.
     small = [i for i in range(len(sizes)) if sizes[i] < float(np.median(sizes))]
-    alone = evaluate_federation([users[i] for i in small], 2.0, rounds=rounds, seed=cfg.seed)
+    alone = evaluate_user_federation([users[i] for i in small], 2.0, rounds=rounds, seed=cfg.seed)
     alone["user"] = [small[int(u)] for u in alone.user]
     both = full[full.user.isin(small)].merge(
         alone, on=["user", "n", "method"], suffixes=("_full", "_small")

@@ -16,7 +16,7 @@ import pandas as pd
 from pubsubml.data.synthetic import make_mnist1d
 from pubsubml.experiments.domain_experts.experiments import (
     Algorithm,
-    ExperimentConfig,
+    DomainExpertsExperimentConfig,
     privacy_sweep,
 )
 from pubsubml.methods.domain_experts.federation import DomainExpertsFL
@@ -56,7 +56,7 @@ def mnist1d_users(
     return users
 
 
-def run_mnist1d(cfg: ExperimentConfig, out_dir: Path) -> pd.DataFrame:
+def run_mnist1d(cfg: DomainExpertsExperimentConfig, out_dir: Path) -> pd.DataFrame:
     """§4.3 analogue: accuracy per method at no privacy, ε = 4 and ε = 2 (δ = 1e-5)."""
     n_users, per_user, test_per_user = (10, 100, 20) if cfg.smoke else (100, 120, 30)
     rounds = 10 if cfg.smoke else 100

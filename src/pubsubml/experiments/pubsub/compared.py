@@ -34,7 +34,7 @@ from pubsubml.experiments.pubsub.consortium import (
     METHODS,
     MethodConfig,
     Scenario,
-    Site,
+    SimSite,
 )
 from pubsubml.experiments.pubsub.models import (
     network,
@@ -51,7 +51,7 @@ __all__ = [
     "METHODS",
     "MethodConfig",
     "Scenario",
-    "Site",
+    "SimSite",
     "evaluate_fold",
     "fine_tune_federated",
     "fit_federated",

@@ -1,6 +1,6 @@
 """Sites, scenarios and method settings of the PubSub-ML evaluation (pubsub-ml.txt §7).
 
-The data classes :class:`Site`, :class:`Scenario` and :class:`MethodConfig` describe one experiment;
+The data classes :class:`SimSite`, :class:`Scenario` and :class:`MethodConfig` describe one experiment;
 :mod:`pubsubml.experiments.pubsub.compared` runs the methods on them.
 """
 
@@ -25,7 +25,7 @@ __all__ = [
     "OWN_MODELS",
     "MethodConfig",
     "Scenario",
-    "Site",
+    "SimSite",
 ]
 
 METHODS = (
@@ -68,7 +68,7 @@ OWN_MODELS = ("auto", "mlp", "forest", "logistic", "paper")
 
 
 @dataclass(frozen=True)
-class Site:
+class SimSite:
     """One site's full data set (before the fold split) and its choices.
 
     Attributes
@@ -99,8 +99,8 @@ class Scenario:
 
     Attributes
     ----------
-    publishers : sequence of Site
-    subscriber : Site
+    publishers : sequence of SimSite
+    subscriber : SimSite
     schema : FeatureSchema
         The consortium schema: every column of every site, with public bounds and defaults.
     task : {"classification", "regression"}
@@ -112,7 +112,7 @@ class Scenario:
     minority : label, optional
         The class whose F1 the ``"f1_minority"`` metric scores, known publicly (the rare outcome,
         e.g. death); ``None``: the least frequent label of each test part.
-    test : Site, optional
+    test : SimSite, optional
         An external test set: fresh rows of the subscriber's distribution that no site holds.
         With it, every site trains on all of its rows and every method is scored on ``test``;
         the fold index of :func:`~pubsubml.experiments.pubsub.compared.evaluate_fold` then only seeds the
@@ -120,15 +120,15 @@ class Scenario:
         split into folds.
     """
 
-    publishers: Sequence[Site]
-    subscriber: Site
+    publishers: Sequence[SimSite]
+    subscriber: SimSite
     schema: FeatureSchema
     task: Literal["classification", "regression"]
     classes: tuple[Any, ...] | None
     metric: str
     delta: float = 1e-4
     minority: Any = None
-    test: Site | None = None
+    test: SimSite | None = None
 
 
 @dataclass(frozen=True)

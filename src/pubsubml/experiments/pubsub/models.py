@@ -23,7 +23,7 @@ from pubsubml.experiments.pubsub.consortium import (
     OWN_MODELS,
     MethodConfig,
     Scenario,
-    Site,
+    SimSite,
 )
 from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
 from pubsubml.learners.registry import create_learner
@@ -100,7 +100,7 @@ def publisher_learner(task: str, kind: str, *, dp: bool) -> str | None:
 
 
 def _publisher_estimator(
-    scenario: Scenario, site: Site, config: MethodConfig, *, dp: bool, seed: int
+    scenario: Scenario, site: SimSite, config: MethodConfig, *, dp: bool, seed: int
 ) -> Any:
     """The publisher's unfitted model: its type, its budget ε and the scenario's δ."""
     schema = scenario.schema.subset(site.X.columns)

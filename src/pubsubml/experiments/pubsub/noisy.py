@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pubsubml.data import hyperplane_schema
-from pubsubml.experiments.pubsub.compared import MethodConfig, Scenario, Site, evaluate_fold
+from pubsubml.experiments.pubsub.compared import MethodConfig, Scenario, SimSite, evaluate_fold
 from pubsubml.experiments.pubsub.hyperplane import make_consortium
 from pubsubml.experiments.runner import Record
 
@@ -80,12 +80,12 @@ def noisy_fold(seed: int, fold: int, *, size: str = "full", noisy: bool = True) 
         fl_client_fraction=1.0,
         fine_tune_epochs=sizes.epochs,
     )
-    publishers = [Site(p.data.X, p.data.y) for p in pubs]
+    publishers = [SimSite(p.data.X, p.data.y) for p in pubs]
     records: list[Record] = []
     for sub in subs:
         scenario = Scenario(
             publishers=publishers,
-            subscriber=Site(sub.data.X, sub.data.y),
+            subscriber=SimSite(sub.data.X, sub.data.y),
             schema=hyperplane_schema(),
             task="classification",
             classes=(0, 1),

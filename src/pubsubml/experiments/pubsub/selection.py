@@ -41,7 +41,7 @@ __all__ = [
     "publishers_fold",
     "selection_fold",
     "split_sites",
-    "train_publishers",
+    "train_many_publishers",
 ]
 
 Frame = tuple[pd.DataFrame, np.ndarray]
@@ -125,7 +125,7 @@ def split_sites(
     return Fold(pubs, fit, test, [s.name for s in publishers])
 
 
-def train_publishers(
+def train_many_publishers(
     data: Sequence[Frame], sizes: ScaleSizes, *, seed: int
 ) -> tuple[list[Any], float]:
     """Every publisher's (ε, δ)-DP network, trained at once with ``fit_many``; and the seconds."""
@@ -236,7 +236,7 @@ def own_records(
     for sub in subscribers:
         scenario = pm.Scenario(
             publishers=[],
-            subscriber=pm.Site(sub.data.X, sub.data.y),
+            subscriber=pm.SimSite(sub.data.X, sub.data.y),
             schema=hyperplane_schema(),
             task="classification",
             classes=(0, 1),
@@ -260,7 +260,7 @@ def selection_fold(seed: int, fold: int, *, size: str = "full", fl: bool = True)
     sizes = SIZES[size]
     pubs, subs = make_consortium(sizes.n_publishers, sizes.n_subscribers, sizes.rows, seed=seed)
     data = split_sites(pubs, subs, folds=sizes.folds, fold=fold, seed=seed)
-    models, t_train = train_publishers(data.publishers, sizes, seed=seed * 1000 + fold)
+    models, t_train = train_many_publishers(data.publishers, sizes, seed=seed * 1000 + fold)
     hub, keys, t_publish = publish_models(models, data.names, sizes)
     records: list[Record] = [
         {"method": "publishers", "subscriber": "", "score": np.nan, "train_s": t_train}
@@ -294,7 +294,7 @@ def publishers_fold(seed: int, fold: int, *, size: str = "full") -> list[Record]
     n_max = max(sizes.publisher_counts)
     pubs, subs = make_consortium(n_max, sizes.n_subscribers, sizes.rows, seed=seed)
     data = split_sites(pubs, subs, folds=sizes.folds, fold=fold, seed=seed)
-    models, _ = train_publishers(data.publishers, sizes, seed=seed * 1000 + fold)
+    models, _ = train_many_publishers(data.publishers, sizes, seed=seed * 1000 + fold)
     hub, keys, _ = publish_models(models, data.names, sizes)
     records: list[Record] = []
     for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True)):

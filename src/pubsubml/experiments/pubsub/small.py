@@ -44,7 +44,7 @@ from typing import Literal
 import numpy as np
 
 from pubsubml.data import Dataset, hyperplane, load_diamonds, load_hi, load_mnist1d
-from pubsubml.experiments.pubsub.consortium import Scenario, Site
+from pubsubml.experiments.pubsub.consortium import Scenario, SimSite
 
 __all__ = [
     "FULL_SIZES",
@@ -323,8 +323,8 @@ def small_scenario(
         stratify=spec.task == "classification",
     )
 
-    def site(rows: np.ndarray) -> Site:
-        return Site(X=data.X.iloc[rows].reset_index(drop=True), y=data.y[rows].copy())
+    def site(rows: np.ndarray) -> SimSite:
+        return SimSite(X=data.X.iloc[rows].reset_index(drop=True), y=data.y[rows].copy())
 
     # HI: the positive class (insured through her own job) is the minority
     minority = data.classes[-1] if spec.metric == "f1_minority" and data.classes else None

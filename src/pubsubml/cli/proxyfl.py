@@ -1,9 +1,9 @@
 """Command line of ProxyFL: ``launch`` real peer processes, and the ``bench`` runs behind
 ``docs/results/proxyfl-*`` (proxyfl.txt Fig. 3, Fig. 4, Fig. 5 and the per-client ε).
 
-Mount with ``app.add_typer(proxyfl_cli.app, name="proxyfl")`` (→ ``pubsubml proxyfl launch``,
-``pubsubml proxyfl launch-comm``) and ``proxyfl_cli.register_bench_commands(bench_app)``
-(→ ``pubsubml bench proxyfl-accuracy`` etc.).  Every bench takes the options every
+Mount with ``app.add_typer(proxyfl_cli.app, name="proxyfl")`` (→ ``pubsubml proxyfl launch``)
+and ``proxyfl_cli.register_bench_commands(bench_app)`` (→ ``pubsubml bench proxyfl-accuracy``
+etc.).  Every bench takes the options every
 ``pubsubml bench`` command takes (:mod:`pubsubml.cli.bench`): ``--smoke`` for a seconds-long
 configuration (CI) and ``--out-dir`` for the output folder.
 """

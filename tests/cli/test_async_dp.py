@@ -1,16 +1,12 @@
-"""The ``forecast`` and ``bench async-dp-*`` commands and the experiments' smoke configurations."""
+"""``pubsubml forecast``: the verdict, and a clear error on a bad model file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-import pytest
-import typer
 from typer.testing import CliRunner
 
-from pubsubml.cli.async_dp import BENCHMARKS, app, register
-from pubsubml.experiments.async_dp.experiments import EXPERIMENTS
+from pubsubml.cli import app
 
 runner = CliRunner()
 
@@ -32,30 +28,3 @@ def test_forecast_rejects_bad_model(tmp_path: Path) -> None:
         app, ["forecast", "--owners", "2", "--records", "10", "--epsilon", "1", "--model", str(bad)]
     )
     assert result.exit_code == 2 and "error" in result.output
-
-
-def test_register_mounts_forecast_and_benchmarks() -> None:
-    root, bench = typer.Typer(), typer.Typer()
-    root.add_typer(bench, name="bench")
-    register(root, bench)
-    result = runner.invoke(
-        root, ["forecast", "--owners", "3", "--records", "1000", "--epsilon", "10"]
-    )
-    assert result.exit_code == 0 and "Verdict" in result.output
-    assert (
-        sorted(c.name for c in bench.registered_commands)
-        == sorted(BENCHMARKS)
-        == sorted(EXPERIMENTS)
-    )
-
-
-@pytest.mark.parametrize("name", BENCHMARKS)
-def test_bench_smoke_writes_outputs(name: str, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["bench", name, "--smoke", "--out-dir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    stem = "async-dp-calibration" if name == "async-dp-calibrate" else name
-    table = pd.read_csv(tmp_path / f"{stem}.csv")
-    assert len(table) > 0 and (tmp_path / f"{stem}.md").exists()
-    if name != "async-dp-calibrate":
-        assert (tmp_path / f"{name}.png").stat().st_size > 0
-    assert not list(tmp_path.glob("*.json"))  # the smoke calibration never overwrites the model

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from pubsubml.experiments.runner import (
-    Record,
-    kfold_indices,
-    mean_se_label,
-    run_grid,
-    summarize,
-    write_results,
-)
+from pubsubml.experiments.reports import summarize
+from pubsubml.experiments.runner import Record, kfold_indices, run_grid
 
 KNOWN = {0: [0.6, 0.7, 0.8], 1: [0.5, 0.9, 0.7]}  # score by seed, then fold
 
@@ -85,54 +78,3 @@ def test_kfold_indices_partition_the_rows_and_stratify() -> None:
     assert np.array_equal(a, b)
     with pytest.raises(ValueError):
         kfold_indices(10, 5, 5, seed=0)
-
-
-def test_write_results_writes_csv_markdown_and_png(tmp_path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    table = run_grid(fake_method, seeds=1, folds=3, progress=False)
-    summary = summarize(table, ["method"])
-    fig, ax = plt.subplots()
-    ax.plot([0, 1])
-    paths = write_results("demo-x", tmp_path, table=table, summary=summary, figure=fig, notes="n")
-    assert [p.name for p in paths] == ["demo-x.csv", "demo-x.md", "demo-x.png"]
-    assert len(pd.read_csv(paths[0])) == len(table)
-    text = paths[1].read_text()
-    assert mean_se_label(0.7, summary.se.iloc[0]) in text and "mean ± SE" in text
-    assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
-
-
-def test_write_results_rejects_bad_names_and_leaves_nothing(tmp_path: Path) -> None:
-    with pytest.raises(ValueError):
-        write_results("../x", tmp_path, table=pd.DataFrame())
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_write_results_writes_no_file_when_one_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import matplotlib.pyplot as plt
-
-    figure = plt.figure()
-
-    def broken(*args: object, **kwargs: object) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(figure, "savefig", broken)
-    with pytest.raises(OSError, match="disk full"):
-        write_results("x", tmp_path, table=pd.DataFrame({"a": [1]}), figure=figure)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_check_out_dir_rejects_a_file_and_creates_nothing(tmp_path: Path) -> None:
-    from pubsubml.experiments.runner import check_out_dir
-
-    assert check_out_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
-    (tmp_path / "f").write_text("x")
-    with pytest.raises(ValueError, match="is not a folder"):
-        check_out_dir(tmp_path / "f" / "sub")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

@@ -76,20 +76,13 @@ app.add_typer(bench_app, name="bench")
 
 def _mount_methods() -> None:
     import pubsubml.cli.async_dp as async_dp_cli
-    import pubsubml.cli.domain_experts as domain_experts_cli
     import pubsubml.cli.proxyfl as proxyfl_cli
-    import pubsubml.cli.pubsub as pubsub_cli
-    import pubsubml.cli.pubsub_scale as pubsub_scale_cli
-    import pubsubml.cli.stacking as stacking_cli
+    from pubsubml.cli.bench import register_experiments
+    from pubsubml.experiments.catalog import EXPERIMENTS
 
-    async_dp_cli.register(app, bench_app)
-    domain_experts_cli.register(bench_app)
-    pubsub_cli.register(bench_app)
-    pubsub_scale_cli.register(bench_app)
-    stacking_cli.register(bench_app)
-
+    register_experiments(bench_app, EXPERIMENTS.values())
+    app.command("forecast")(async_dp_cli.forecast)
     app.add_typer(proxyfl_cli.app, name="proxyfl")
-    proxyfl_cli.register_bench_commands(bench_app)
 
 
 _mount_methods()

@@ -1,20 +1,16 @@
-"""Hyperplane sites of the PubSub-ML scale experiments and their ``pubsub-*`` commands."""
+"""Hyperplane sites of the PubSub-ML scale experiments (pubsub-ml.txt Table 3)."""
 
 from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from river.datasets import synth
 from sklearn.linear_model import LogisticRegression
-from typer.testing import CliRunner
 
-from pubsubml.cli.pubsub_scale import BENCHMARKS, register
 from pubsubml.experiments.pubsub.hyperplane import (
     TABLE3,
     SiteParams,
@@ -105,61 +101,3 @@ def test_noisy_sites_are_noise() -> None:
     assert on_good > 0.8
     weights = concept_weights(0)
     assert abs(np.mean(noisy.data.y == _concept_labels(noisy.data.X, weights)) - 0.5) < 0.05
-
-
-# ---- commands -----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def bench_app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.callback()
-    def main() -> None:
-        """Group (so commands keep their names)."""
-
-    return app
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", BENCHMARKS)
-def test_smoke_command_writes_results(bench_app: typer.Typer, name: str, tmp_path: Path) -> None:
-    result = CliRunner().invoke(bench_app, [name, "--smoke", "--out-dir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    for ext in ("csv", "md", "png"):
-        assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
-    table = pd.read_csv(tmp_path / f"{name}.csv")
-    scores = table["score"].dropna()
-    assert len(scores) > 0 and scores.between(0, 1).all()
-    md = (tmp_path / f"{name}.md").read_text(encoding="utf-8")
-    assert "Differences from the paper" in md and "± " in md
-    if name == "pubsub-selection":
-        fused = table[table["method"].isin(["All", "Top-4", "Top-2"])]
-        assert fused.groupby("method")["n_models"].first().to_dict() == {
-            "All": 7,
-            "Top-4": 4,
-            "Top-2": 2,
-        }
-        assert {"FedAvg(V)", "FedProx(F)", "FedAdam(F)", "Own"} <= set(table["method"])
-    if name == "pubsub-streams":  # a subscriber sees the others' models only
-        warm = table[table["chunk"] >= table["k"]]
-        assert (warm["n_models"] == 2 * warm[["k", "chunk"]].min(axis=1)).all()
-        assert table["epsilon"].max() <= 1.0 + 1e-9
-    if name == "pubsub-noisy":
-        assert set(table["n_noisy"]) == {0, 2}
-
-
-def test_bad_options_exit_2(bench_app: typer.Typer, tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        bench_app, ["pubsub-noisy", "--smoke", "--seeds", "0", "--out-dir", str(tmp_path)]
-    )
-    assert result.exit_code == 2
-    result = CliRunner().invoke(
-        bench_app, ["pubsub-noisy", "--smoke", "--folds", "9", "--out-dir", str(tmp_path)]
-    )
-    assert result.exit_code == 2
-    result = CliRunner().invoke(
-        bench_app, ["pubsub-streams", "--smoke", "--folds", "2", "--out-dir", str(tmp_path)]
-    )
-    assert result.exit_code == 2
-    assert "chunk by chunk" in result.output
-    assert not list(tmp_path.iterdir())

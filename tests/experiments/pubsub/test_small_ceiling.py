@@ -13,8 +13,8 @@ from pubsubml.cli import app
 from pubsubml.experiments.pubsub.small_ceiling import (
     CEILING_DATASETS,
     CEILING_METHODS,
+    CEILING_EXPERIMENT,
     ceiling_task,
-    run_ceiling,
     summarize_ceiling,
 )
 
@@ -47,10 +47,14 @@ def test_summary_pairs_differences_with_own_by_seed() -> None:
 
 def test_bad_arguments(tmp_path: Path) -> None:
     assert "diamonds" not in CEILING_DATASETS  # regression: no class probabilities to pool
-    with pytest.raises(ValueError, match="unknown data sets"):
-        run_ceiling(tmp_path, datasets=["diamonds"])
+    with pytest.raises(ValueError, match="--dataset must be one of"):
+        CEILING_EXPERIMENT.options(dataset="diamonds")
     with pytest.raises(ValueError, match="seeds"):
-        run_ceiling(tmp_path, seeds=0)
+        CEILING_EXPERIMENT.options(seeds=0)
+    with pytest.raises(ValueError, match="has no folds"):
+        CEILING_EXPERIMENT.options(folds=2)
+    grid = CEILING_EXPERIMENT.grid(CEILING_EXPERIMENT.options(dataset="hi", smoke=True))
+    assert {g["dataset"] for g in grid} == {"hi"} and {g["n_sub"] for g in grid} == {60}
     result = CliRunner().invoke(
         app, ["bench", "pubsub-small-ceiling", "--seeds", "0", "--out-dir", str(tmp_path)]
     )

@@ -16,14 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pubsubml.experiments.base import Experiment, RunOptions
 from pubsubml.experiments.pubsub.hyperplane import table3_note
 from pubsubml.experiments.pubsub.noisy import NOISY_METHODS, NOISY_SIZES, noisy_fold
 from pubsubml.experiments.pubsub.scale_reporting import (
     bar_plot,
-    folds_to_run,
     machine_note,
-    markdown_table,
-    mean_se_cell,
     method_colors,
     order_rows,
 )
@@ -34,9 +32,15 @@ from pubsubml.experiments.pubsub.selection import (
     selection_fold,
 )
 from pubsubml.experiments.pubsub.streams import STREAM_SIZES, streams_run
-from pubsubml.experiments.runner import run_grid, summarize, write_results
+from pubsubml.experiments.reports import markdown_table, mean_se_cell, summarize, write_results
 
-__all__ = ["EXPERIMENTS", "run_noisy", "run_publishers", "run_selection", "run_streams"]
+__all__ = [
+    "EXPERIMENTS",
+    "report_noisy",
+    "report_publishers",
+    "report_selection",
+    "report_streams",
+]
 
 FL_ORDER = ("FedAvg(V)", "FedAvg(F)", "FedProx(V)", "FedProx(F)", "FedAdam(V)", "FedAdam(F)")
 OWN_NOTE = (
@@ -51,23 +55,12 @@ PAPER_TABLE6 = {"All": 185, "Top-100": 143, "Top-50": 138, "Top-10": 135, "FL(V)
 
 
 # ---- pubsub-selection --------------------------------------------------------------------
-def run_selection(
-    *, seeds: int = 1, jobs: int = 1, smoke: bool = False, out_dir: Path, folds: int | None = None
-) -> list[Path]:
+def report_selection(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     """§8.2.3: All / Top-100 / Top-50 / Top-10 vs Own vs DP-FL, and Table 6's runtime split."""
     import matplotlib.pyplot as plt
 
-    size = "smoke" if smoke else "full"
-    sizes = SIZES[size]
-    n_folds = folds_to_run(folds, sizes.folds)
-    table = run_grid(
-        selection_fold,
-        seeds=seeds,
-        folds=n_folds,
-        grid=[{"size": size}],
-        jobs=jobs,
-        description="pubsub-selection",
-    )
+    sizes = SIZES[_size(opts)]
+    n_folds = opts.folds
     scored = table[table["method"] != "publishers"]
     order = [config_label(m) for m in sizes.top_ms] + ["Own", "Own (M^s)", *FL_ORDER]
     summary = order_rows(summarize(scored, ["method"]), "method", order)
@@ -145,23 +138,12 @@ def run_selection(
 
 
 # ---- pubsub-publishers -------------------------------------------------------------------
-def run_publishers(
-    *, seeds: int = 1, jobs: int = 1, smoke: bool = False, out_dir: Path, folds: int | None = None
-) -> list[Path]:
+def report_publishers(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     """Appendix B: accuracy against the number of publishers n (Fig. 8)."""
     import matplotlib.pyplot as plt
 
-    size = "smoke" if smoke else "full"
-    sizes = SIZES[size]
-    n_folds = folds_to_run(folds, sizes.folds)
-    table = run_grid(
-        publishers_fold,
-        seeds=seeds,
-        folds=n_folds,
-        grid=[{"size": size}],
-        jobs=jobs,
-        description="pubsub-publishers",
-    )
+    sizes = SIZES[_size(opts)]
+    n_folds = opts.folds
     pubsub = table[table["method"] == "PubSub-ML"]
     curve = summarize(pubsub, ["n_publishers", "method"])
     own = summarize(table[table["method"].isin(["Own", "Own (M^s)"])], ["method"])
@@ -221,23 +203,12 @@ def table_subscribers(curve: pd.DataFrame, cap: int) -> list[str]:
 
 
 # ---- pubsub-noisy ------------------------------------------------------------------------
-def run_noisy(
-    *, seeds: int = 1, jobs: int = 1, smoke: bool = False, out_dir: Path, folds: int | None = None
-) -> list[Path]:
+def report_noisy(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     """Appendix C: 5 good + 5 pure-noise publishers (Fig. 9), with a noise-free control."""
     import matplotlib.pyplot as plt
 
-    size = "smoke" if smoke else "full"
-    sizes = NOISY_SIZES[size]
-    n_folds = folds_to_run(folds, sizes.folds)
-    table = run_grid(
-        noisy_fold,
-        seeds=seeds,
-        folds=n_folds,
-        grid=[{"size": size, "noisy": True}, {"size": size, "noisy": False}],
-        jobs=jobs,
-        description="pubsub-noisy",
-    )
+    sizes = NOISY_SIZES[_size(opts)]
+    n_folds = opts.folds
     summary = summarize(table, ["n_noisy", "method"])
     summary = pd.concat(
         [order_rows(g, "method", NOISY_METHODS) for _, g in summary.groupby("n_noisy", sort=False)],
@@ -303,23 +274,11 @@ def run_noisy(
 
 
 # ---- pubsub-streams ----------------------------------------------------------------------
-def run_streams(
-    *, seeds: int = 1, jobs: int = 1, smoke: bool = False, out_dir: Path, folds: int | None = None
-) -> list[Path]:
+def report_streams(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     """§8.3.3: accuracy on the latest chunk against the ensemble size k (Fig. 6)."""
     import matplotlib.pyplot as plt
 
-    del folds  # streams are scored prequentially, chunk by chunk
-    size = "smoke" if smoke else "full"
-    sizes = STREAM_SIZES[size]
-    table = run_grid(
-        streams_run,
-        seeds=seeds,
-        folds=1,
-        grid=[{"size": size, "k": k} for k in sizes.ensemble_sizes],
-        jobs=jobs,
-        description="pubsub-streams",
-    )
+    sizes = STREAM_SIZES[_size(opts)]
     warm = max(sizes.ensemble_sizes)
     after = summarize(table[table["chunk"] >= warm], ["k"])
     after.insert(1, "time points", f"τ ≥ {warm}")
@@ -378,11 +337,72 @@ def paired_gain(table: pd.DataFrame, ks: pd.Series) -> list[str]:
     return [mean_se_cell(wide[k] - base, 3) for k in ks]
 
 
-EXPERIMENTS: dict[str, Callable[..., list[Path]]] = {
-    "pubsub-noisy": run_noisy,
-    "pubsub-publishers": run_publishers,
-    "pubsub-selection": run_selection,
-    "pubsub-streams": run_streams,
-}
-"""Command name → experiment (keyword arguments ``seeds``, ``jobs``, ``smoke``, ``out_dir``,
-``folds``)."""
+def _size(opts: RunOptions) -> str:
+    return "smoke" if opts.smoke else "full"
+
+
+def _split_folds(available: Callable[[str], int]) -> Callable[[RunOptions], None]:
+    """A ``check`` that refuses more folds than the split of the run's size has."""
+
+    def check(opts: RunOptions) -> None:
+        n = available(_size(opts))
+        if opts.folds > n:
+            raise ValueError(f"--folds must be in 1 … {n} (the split has {n} folds)")
+
+    return check
+
+
+_FOLDS_HELP = "Run only the first N folds of the 5-fold split"
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment(
+        "pubsub-noisy",
+        "Fig. 9: 5 good and 5 pure-noise publishers, with a control (pubsub-ml.txt app. C).",
+        grid=lambda o: [{"size": _size(o), "noisy": True}, {"size": _size(o), "noisy": False}],
+        run_fold=noisy_fold,
+        report=report_noisy,
+        folds=NOISY_SIZES["full"].folds,
+        smoke_folds=NOISY_SIZES["smoke"].folds,
+        min_folds=1,
+        folds_help=_FOLDS_HELP,
+        check=_split_folds(lambda size: NOISY_SIZES[size].folds),
+    ),
+    Experiment(
+        "pubsub-publishers",
+        "Fig. 8: accuracy against the number of publishers (pubsub-ml.txt app. B).",
+        grid=lambda o: [{"size": _size(o)}],
+        run_fold=publishers_fold,
+        report=report_publishers,
+        folds=SIZES["full"].folds,
+        smoke_folds=SIZES["smoke"].folds,
+        min_folds=1,
+        folds_help=_FOLDS_HELP,
+        check=_split_folds(lambda size: SIZES[size].folds),
+    ),
+    Experiment(
+        "pubsub-selection",
+        "Fig. 4, Table 6: model selection and runtime with many publishers (§8.2.3).",
+        grid=lambda o: [{"size": _size(o)}],
+        run_fold=selection_fold,
+        report=report_selection,
+        folds=SIZES["full"].folds,
+        smoke_folds=SIZES["smoke"].folds,
+        min_folds=1,
+        folds_help=_FOLDS_HELP,
+        check=_split_folds(lambda size: SIZES[size].folds),
+    ),
+    Experiment(
+        "pubsub-streams",
+        "Fig. 6: data streams, accuracy against the ensemble size k (pubsub-ml.txt §8.3.3).",
+        grid=lambda o: [
+            {"size": _size(o), "k": k} for k in STREAM_SIZES[_size(o)].ensemble_sizes
+        ],
+        run_fold=streams_run,
+        report=report_streams,
+        folds=1,
+        min_folds=1,
+        max_folds=1,
+        folds_help="streams are scored prequentially, chunk by chunk",
+    ),
+)
+"""The Hyperplane experiments (Fig. 4, 6, 8, 9, Table 6) as
+:class:`~pubsubml.experiments.base.Experiment`."""

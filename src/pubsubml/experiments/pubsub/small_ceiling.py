@@ -22,23 +22,30 @@ pubsub-ml.txt §1, §8.1.1 (a small subscriber), §4 Step 4 (the fusion).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.metrics import score
 from pubsubml.experiments.pubsub.models import own_model, train_publishers
 from pubsubml.experiments.pubsub.scenarios import Scenario, with_learners
 from pubsubml.experiments.pubsub.small import FULL_SIZES, SMALL_DATA, SMOKE_SIZES, small_scenario
 from pubsubml.experiments.pubsub.small_experiment import PUBLISHER_KINDS, SMALL_CONFIG, SMOKE_CONFIG
-from pubsubml.experiments.runner import Record, mean_se_label, run_grid, summarize, write_results
+from pubsubml.experiments.reports import mean_se_label, summarize, write_results
+from pubsubml.experiments.runner import Record
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.fusion import centred_log_odds
 
-__all__ = ["CEILING_DATASETS", "CEILING_KS", "CEILING_METHODS", "ceiling_task", "run_ceiling"]
+__all__ = [
+    "CEILING_DATASETS",
+    "CEILING_EXPERIMENT",
+    "CEILING_KS",
+    "CEILING_METHODS",
+    "ceiling_task",
+]
 
 NAME = "pubsub-small-ceiling"
 CEILING_DATASETS = tuple(d for d, spec in SMALL_DATA.items() if spec.task == "classification")
@@ -118,49 +125,25 @@ def summarize_ceiling(table: pd.DataFrame) -> pd.DataFrame:
     return out.merge(diffs[[*keys, "row − Own"]], on=keys, how="left").fillna({"row − Own": ""})
 
 
-def run_ceiling(
-    out_dir: Path | str,
-    *,
-    seeds: int = 5,
-    jobs: int = 1,
-    smoke: bool = False,
-    datasets: Sequence[str] = CEILING_DATASETS,
-    progress: bool = True,
-) -> list[Path]:
-    """Run ``pubsub-small-ceiling`` and write ``pubsub-small-ceiling.{csv,md}`` to ``out_dir``.
-
-    Raises
-    ------
-    ValueError
-        ``seeds`` below 1, or a data set that is not a classification one of ``pubsub-small``.
-    """
-    if seeds < 1:
-        raise ValueError(f"need seeds >= 1, got {seeds}")
-    bad = [d for d in datasets if d not in CEILING_DATASETS]
-    if bad:
-        raise ValueError(f"unknown data sets {bad}; choose from {CEILING_DATASETS}")
-    n_subs = [min(SMOKE_SIZES.subscriber_sizes)] if smoke else list(CEILING_SIZES)
-    grid: list[dict[str, Any]] = [
-        {"dataset": d, "n_sub": n, "kind": k, "smoke": smoke}
-        for d in datasets
+def _grid(opts: RunOptions) -> list[dict[str, Any]]:
+    n_subs = [min(SMOKE_SIZES.subscriber_sizes)] if opts.smoke else list(CEILING_SIZES)
+    dataset = opts.params.get("dataset")
+    return [
+        {"dataset": d, "n_sub": n, "kind": k, "smoke": opts.smoke}
+        for d in ([dataset] if dataset else CEILING_DATASETS)
         for n in n_subs
         for k in PUBLISHER_KINDS
     ]
-    table = run_grid(
-        ceiling_task,
-        seeds=seeds,
-        folds=1,
-        grid=grid,
-        jobs=jobs,
-        description=NAME,
-        progress=progress,
-    )
+
+
+def _report(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     notes = (
-        f"{seeds} seed(s); the sites, publishers (ε = 1, δ = 1e-4) and test sets of `pubsub-small` "
-        "for the same seed.  `Publisher (alone)` is the mean over publishers of each one's score; "
-        "`Publishers (pooled)` their centred log-odds averaged; `Ceiling (test-chosen)` the best "
-        f"z_own + k · z̄_pub over k ∈ {list(CEILING_KS)} chosen on the test labels (an upper "
-        "reference, not a method).  `row − Own` is paired by seed (SE over seeds)."
+        f"{opts.seeds} seed(s); the sites, publishers (ε = 1, δ = 1e-4) and test sets of "
+        "`pubsub-small` for the same seed.  `Publisher (alone)` is the mean over publishers of "
+        "each one's score; `Publishers (pooled)` their centred log-odds averaged; `Ceiling "
+        f"(test-chosen)` the best z_own + k · z̄_pub over k ∈ {list(CEILING_KS)} chosen on the "
+        "test labels (an upper reference, not a method).  `row − Own` is paired by seed (SE "
+        "over seeds)."
     )
     return write_results(
         NAME,
@@ -171,3 +154,24 @@ def run_ceiling(
         title="A small subscriber: what the DP publishers carry (PubSub-ML vs a test-chosen ceiling)",
         digits=4,
     )
+
+
+CEILING_EXPERIMENT = Experiment(
+    NAME,
+    "PubSub-ML against what its DP publishers carry (pubsub-ml.txt §1, §4 Step 4).",
+    grid=_grid,
+    run_fold=ceiling_task,
+    report=_report,
+    seeds=5,
+    folds=1,
+    min_folds=1,
+    max_folds=1,
+    folds_help="one run per seed, scored on pubsub-small's external test set",
+    params=(
+        Param(
+            "dataset", None, "Only this data set (default: all).", CEILING_DATASETS, kind=str
+        ),
+    ),
+)
+"""``pubsub-small-ceiling``: the sites of ``pubsub-small``'s seeds; no regression data set (no
+class probabilities to pool)."""

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from pubsubml.data import load_hi
+from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.pubsub.compared import MethodConfig, evaluate_fold
 from pubsubml.experiments.pubsub.scenarios import with_learners
 from pubsubml.experiments.pubsub.small import (
@@ -42,7 +43,9 @@ from pubsubml.experiments.pubsub.small import (
     SmallSizes,
     small_scenario,
 )
-from pubsubml.experiments.runner import Record, mean_se_label, run_grid, summarize, write_results
+from pubsubml.experiments.pubsub.tabular import FL_DP
+from pubsubml.experiments.reports import mean_se_label, summarize, write_results
+from pubsubml.experiments.runner import Record
 
 __all__ = [
     "NAME",
@@ -50,10 +53,10 @@ __all__ = [
     "SHARED",
     "SHARED_METHODS",
     "SMALL_CONFIG",
+    "SMALL_EXPERIMENT",
     "SMALL_METHODS",
     "SMOKE_CONFIG",
     "paired_differences",
-    "run_small",
     "small_task",
     "summarize_small",
 ]
@@ -317,73 +320,52 @@ def _notes(sizes: SmallSizes, *, seeds: int, repeats: int, fl_dp: str, smoke: bo
     return text
 
 
-def run_small(
-    out_dir: Path | str,
-    *,
-    seeds: int = 5,
-    repeats: int = 1,
-    jobs: int = 1,
-    smoke: bool = False,
-    fl_dp: Literal["local", "central"] = "local",
-    datasets: Sequence[str] = SMALL_DATASETS,
-    progress: bool = True,
-) -> list[Path]:
-    """Run ``pubsub-small`` and write ``pubsub-small.{csv,md,png}`` to ``out_dir``.
-
-    Parameters
-    ----------
-    out_dir : path
-    seeds : int, default=5
-        Each seed draws new sites and a new test set.
-    repeats : int, default=1
-        Model seeds per data seed (the ``fold`` column of the CSV).
-    jobs : int, default=1
-        Worker processes.
-    smoke : bool, default=False
-        Tiny sites and networks (:data:`~pubsubml.experiments.pubsub.small.SMOKE_SIZES`): checks that the
-        pipeline runs; the numbers mean nothing.
-    fl_dp : {"local", "central"}, default="local"
-    datasets : sequence of str, default=SMALL_DATASETS
-    progress : bool, default=True
-
-    Returns
-    -------
-    list of Path
-
-    Raises
-    ------
-    ValueError
-        ``seeds`` or ``repeats`` below 1, or an unknown data set.
-    """
-    if seeds < 1 or repeats < 1:
-        raise ValueError(f"need seeds >= 1 and repeats >= 1, got {seeds} and {repeats}")
-    unknown = [d for d in datasets if d not in SMALL_DATA]
-    if unknown:
-        raise ValueError(f"unknown data sets {unknown}; choose from {SMALL_DATASETS}")
-    sizes = _sizes(smoke)
+def _grid(opts: RunOptions) -> list[dict[str, Any]]:
     # the largest subscribers first, so that the slowest tasks do not finish last
-    grid = [
-        {"dataset": d, "n_sub": n, "smoke": smoke, "fl_dp": fl_dp}
-        for n in sorted(sizes.subscriber_sizes, reverse=True)
-        for d in datasets
+    dataset = opts.params.get("dataset")
+    return [
+        {"dataset": d, "n_sub": n, "smoke": opts.smoke, "fl_dp": opts.params["fl_dp"]}
+        for n in sorted(_sizes(opts.smoke).subscriber_sizes, reverse=True)
+        for d in ([dataset] if dataset else SMALL_DATASETS)
     ]
-    table = run_grid(
-        small_task,
-        seeds=seeds,
-        folds=repeats,
-        grid=grid,
-        jobs=jobs,
-        description=NAME,
-        progress=progress,
-    )
+
+
+def _report(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
     summary = summarize_small(table)
+    notes = _notes(
+        _sizes(opts.smoke),
+        seeds=opts.seeds,
+        repeats=opts.folds,
+        fl_dp=opts.params["fl_dp"],
+        smoke=opts.smoke,
+    )
     return write_results(
         NAME,
         out_dir,
         table=table,
         summary=summary,
         figure=_figure(table, summary),
-        notes=_notes(sizes, seeds=seeds, repeats=repeats, fl_dp=fl_dp, smoke=smoke),
+        notes=notes,
         title="A small subscriber: PubSub-ML vs its own model, DP-FedAvg and Joint",
         digits=4,
     )
+
+
+SMALL_EXPERIMENT = Experiment(
+    NAME,
+    "A small subscriber on an external test set (pubsub-ml.txt §1, §8.1.1).",
+    grid=_grid,
+    run_fold=small_task,
+    report=_report,
+    seeds=5,
+    folds=1,
+    min_folds=1,
+    fold_aliases=("repeats",),
+    folds_help="Model seeds per data seed (no cross-validation: the test set is external).",
+    params=(
+        FL_DP,
+        Param("dataset", None, "Only this data set (default: all).", SMALL_DATASETS, kind=str),
+    ),
+)
+"""``pubsub-small``: each seed draws new sites and a new test set; ``--folds`` (``--repeats``)
+reseeds only the models (the ``fold`` column of the CSV)."""

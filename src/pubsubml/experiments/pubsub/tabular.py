@@ -20,13 +20,13 @@ numbers it writes mean nothing beyond "the pipeline runs".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.pubsub.compared import METHODS, MethodConfig, Scenario, evaluate_fold
 from pubsubml.experiments.pubsub.scenarios import (
     SCENARIOS,
@@ -37,49 +37,15 @@ from pubsubml.experiments.pubsub.scenarios import (
     with_budgets,
     with_learners,
 )
-from pubsubml.experiments.pubsub.small_ceiling import run_ceiling
-from pubsubml.experiments.pubsub.small_experiment import run_small
-from pubsubml.experiments.runner import Record, mean_se_label, run_grid, summarize, write_results
+from pubsubml.experiments.reports import mean_se_label, summarize, write_results
+from pubsubml.experiments.runner import Record
 
-__all__ = ["EXPERIMENTS", "RunOptions", "run_experiment"]
+__all__ = ["EXPERIMENTS", "FL_DP", "build_scenario", "scenario_task"]
 
 _FULL = MethodConfig()
 _SMOKE = MethodConfig(hidden_layer_sizes=(8,), epochs=1, fl_rounds=1, fine_tune_epochs=1)
 _SMOKE_ROWS = 300
 NON_PRIVATE_METHODS = tuple(m for m in METHODS if m != "PubSub-ML*")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run an experiment.
-
-    Attributes
-    ----------
-    seeds : int, default=1
-    folds : int, default=5
-        The paper's 5-fold cross-validation (pubsub-ml.txt §7.4).
-    jobs : int, default=1
-        Worker processes for independent (seed, fold) tasks.
-    smoke : bool, default=False
-        A seconds-long configuration (tiny data, networks and epochs) for tests.
-    turns : int, optional
-        How many sites take their turn as the subscriber in the IID scenarios (default: all 10).
-    fl_dp : {"local", "central"}, default="local"
-        Where the FL baselines add their noise (see :class:`~pubsubml.experiments.pubsub.consortium.MethodConfig`).
-    progress : bool, default=True
-    repeats : int, default=1
-        ``pubsub-small`` only: model seeds per data seed (its test set is external, so it has no
-        folds and ignores ``folds``).
-    """
-
-    seeds: int = 1
-    folds: int = 5
-    jobs: int = 1
-    smoke: bool = False
-    turns: int | None = None
-    fl_dp: Literal["local", "central"] = "local"
-    progress: bool = True
-    repeats: int = 1
 
 
 def _config(smoke: bool, **changes: Any) -> MethodConfig:
@@ -202,7 +168,11 @@ def _metric_name(scenario: str) -> str:
 
 # ---- experiments -----------------------------------------------------------------------------
 def _turns(opts: RunOptions) -> int:
-    return 1 if opts.smoke else (opts.turns or 10)
+    return 1 if opts.smoke else (opts.params.get("turns") or 10)
+
+
+def _fl_dp(opts: RunOptions) -> str:
+    return str(opts.params.get("fl_dp", "local"))
 
 
 def _scenario_grid(names: Sequence[str], opts: RunOptions, dp: bool) -> list[dict[str, Any]]:
@@ -216,58 +186,52 @@ def _scenario_grid(names: Sequence[str], opts: RunOptions, dp: bool) -> list[dic
                 "smoke": opts.smoke,
                 "dp": dp,
                 "folds": opts.folds,
-                "fl_dp": opts.fl_dp,
+                "fl_dp": _fl_dp(opts),
             }
             for t in range(turns)
         ]
     return grid
 
 
-def _experiment(
+def _reporter(
     name: str,
-    out_dir: Path,
-    opts: RunOptions,
     *,
-    task: Callable[..., list[Record]],
-    grid: list[dict[str, Any]],
     by: list[str],
     figure: Callable[[pd.DataFrame, pd.DataFrame | None], Any],
     title: str,
     digits: int = 3,
-) -> list[Path]:
-    """Run ``task`` over ``grid`` × seeds × folds, summarize by ``by`` and write the files.
+) -> Callable[[pd.DataFrame, Path, RunOptions], list[Path]]:
+    """The report of a tabular experiment: summarize by ``by`` and write the three files.
 
     ``digits``: decimals in the Markdown table (1 − MSE of a [0, 1] target needs more than 3).
     """
-    table = run_grid(
-        task,
-        seeds=opts.seeds,
-        folds=opts.folds,
-        grid=grid,
-        jobs=opts.jobs,
-        description=name,
-        progress=opts.progress,
-    )
-    summary, auc = _summaries(table, by)
-    notes = _NOTES[name].format(seeds=opts.seeds, folds=opts.folds, turns=_turns(opts))
-    if opts.fl_dp == "central":
-        notes += (
-            " FL baselines here use central DP (--fl-dp central): clients train without noise, "
-            "the server clips each update, adds Gaussian noise and samples clients by Poisson; "
-            "the unit of privacy is the client and the server must be trusted.  Client-level ε "
-            "is not record-level ε: one changed record can move a client's clipped update by 2C, "
-            "so at the record level this is about 2ε, weaker than the publishers' ε."
+
+    def report(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
+        summary, auc = _summaries(table, by)
+        notes = _NOTES[name].format(seeds=opts.seeds, folds=opts.folds, turns=_turns(opts))
+        if _fl_dp(opts) == "central":
+            notes += _CENTRAL_NOTE
+        return write_results(
+            name,
+            out_dir,
+            table=table,
+            summary=summary,
+            figure=figure(summary, auc),
+            notes=notes,
+            title=title,
+            digits=digits,
         )
-    return write_results(
-        name,
-        out_dir,
-        table=table,
-        summary=summary,
-        figure=figure(summary, auc),
-        notes=notes,
-        title=title,
-        digits=digits,
-    )
+
+    return report
+
+
+_CENTRAL_NOTE = (
+    " FL baselines here use central DP (--fl-dp central): clients train without noise, "
+    "the server clips each update, adds Gaussian noise and samples clients by Poisson; "
+    "the unit of privacy is the client and the server must be trusted.  Client-level ε "
+    "is not record-level ε: one changed record can move a client's clipped update by 2C, "
+    "so at the record level this is about 2ε, weaker than the publishers' ε."
+)
 
 
 def _scenario_bars(names: Sequence[str], label: str) -> Callable[..., Any]:
@@ -276,74 +240,6 @@ def _scenario_bars(names: Sequence[str], label: str) -> Callable[..., Any]:
         return _bars(rows, names, "scenario")
 
     return figure
-
-
-def run_scenarios(
-    out_dir: Path, opts: RunOptions, *, names: Sequence[str] = SCENARIOS
-) -> list[Path]:
-    """Fig. 3: every method on S1–S4 (pubsub-ml.txt §8.1)."""
-    return _experiment(
-        "pubsub-scenarios",
-        out_dir,
-        opts,
-        task=scenario_task,
-        grid=_scenario_grid(names, opts, True),
-        by=["scenario", "method"],
-        figure=_scenario_bars(names, "F1 (minority class)"),
-        title="PubSub-ML vs baselines, Scenarios 1–4 (Fig. 3)",
-    )
-
-
-def run_regression(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """Fig. 10: regression on diamonds (pubsub-ml.txt §8.3.2)."""
-    return _experiment(
-        "pubsub-regression",
-        out_dir,
-        opts,
-        task=scenario_task,
-        grid=_scenario_grid(["regression"], opts, True),
-        by=["scenario", "method"],
-        figure=_scenario_bars(["regression"], "1 − MSE"),
-        title="Regression on diamonds (Fig. 10)",
-        digits=4,
-    )
-
-
-def run_nonprivate(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """Fig. 11: every method without DP on S1–S4 and regression (pubsub-ml.txt §8.3.4)."""
-    names = [*SCENARIOS, "regression"]
-    return _experiment(
-        "pubsub-nonprivate",
-        out_dir,
-        opts,
-        task=scenario_task,
-        grid=_scenario_grid(names, opts, False),
-        by=["scenario", "method"],
-        figure=_scenario_bars(names, "F1 minority (S1–S4); 1 − MSE"),
-        title="Non-private comparison (Fig. 11)",
-        digits=4,
-    )
-
-
-def run_privacy(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """Table 5 (top) and Fig. 7: uniform and heterogeneous budgets on S2 (pubsub-ml.txt §8.2.1).
-
-    Each seed is one draw of the heterogeneous budgets (the paper repeats the draw 10 times).
-    """
-    grid = [
-        {"budget": b, "smoke": opts.smoke, "folds": opts.folds, "fl_dp": opts.fl_dp}
-        for b in ("1.0", "0.5", "0.25", "heterogeneous")
-    ]
-    return _experiment(
-        "pubsub-privacy",
-        out_dir,
-        opts,
-        task=privacy_task,
-        grid=grid,
-        by=["budget", "method"],
-        figure=lambda summary, _auc: _privacy_figure(summary),
-        title="Privacy budget (Table 5 top, Fig. 7)",
-    )
 
 
 def _privacy_figure(summary: pd.DataFrame) -> Any:
@@ -383,69 +279,106 @@ def _models_figure(summary: pd.DataFrame, _auc: pd.DataFrame | None) -> Any:
     return fig
 
 
-def run_models(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """Table 5 (bottom): one publisher model type vs four (pubsub-ml.txt §8.2.2)."""
-    return _experiment(
+def _check_turns(opts: RunOptions) -> None:
+    turns = opts.params.get("turns")
+    if turns is not None and not 1 <= turns <= 10:
+        raise ValueError(f"need 1 <= --turns <= 10, got {turns}")
+    if turns is not None and opts.smoke:
+        raise ValueError("--turns does not apply with --smoke (one subscriber turn)")
+
+
+_TURNS = Param(
+    "turns", None, "Subscriber turns in the IID scenarios (default 10).", minimum=1, kind=int
+)
+FL_DP = Param(
+    "fl_dp",
+    "local",
+    "Where the FL baselines add noise: 'local' (DP-SGD at every client, the paper) or "
+    "'central' (at the server, per client).",
+    choices=("local", "central"),
+)
+"""The ``--fl-dp`` option of every experiment that runs DP FL baselines."""
+_SCENARIO_NAMES = [*SCENARIOS]
+_NONPRIVATE_NAMES = [*SCENARIOS, "regression"]
+
+SCENARIOS_EXPERIMENT = Experiment(
+    "pubsub-scenarios",
+    "Fig. 3: every method on Scenarios 1–4 (pubsub-ml.txt §8.1).",
+    grid=lambda opts: _scenario_grid(_SCENARIO_NAMES, opts, True),
+    run_fold=scenario_task,
+    report=_reporter(
+        "pubsub-scenarios",
+        by=["scenario", "method"],
+        figure=_scenario_bars(_SCENARIO_NAMES, "F1 (minority class)"),
+        title="PubSub-ML vs baselines, Scenarios 1–4 (Fig. 3)",
+    ),
+    params=(_TURNS, FL_DP),
+    check=_check_turns,
+)
+EXPERIMENTS: tuple[Experiment, ...] = (
+    SCENARIOS_EXPERIMENT,
+    Experiment(
+        "pubsub-privacy",
+        "Table 5 (top), Fig. 7: uniform and heterogeneous ε on S2 (pubsub-ml.txt §8.2.1).",
+        grid=lambda opts: [
+            {"budget": b, "smoke": opts.smoke, "folds": opts.folds, "fl_dp": _fl_dp(opts)}
+            for b in ("1.0", "0.5", "0.25", "heterogeneous")
+        ],
+        run_fold=privacy_task,
+        report=_reporter(
+            "pubsub-privacy",
+            by=["budget", "method"],
+            figure=lambda summary, _auc: _privacy_figure(summary),
+            title="Privacy budget (Table 5 top, Fig. 7)",
+        ),
+        params=(FL_DP,),
+    ),
+    Experiment(
         "pubsub-models",
-        out_dir,
-        opts,
-        task=models_task,
-        grid=[{"types": t, "smoke": opts.smoke, "folds": opts.folds} for t in (1, 4)],
-        by=["types", "method"],
-        figure=_models_figure,
-        title="Model heterogeneity (Table 5 bottom)",
-    )
-
-
-def run_small_subscriber(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """A small subscriber on an external test set (pubsub-ml.txt §1, §8.1.1); ``opts.folds`` unused.
-
-    See :func:`pubsubml.experiments.pubsub.small_experiment.run_small`.
-    """
-    return run_small(
-        out_dir,
-        seeds=opts.seeds,
-        repeats=opts.repeats,
-        jobs=opts.jobs,
-        smoke=opts.smoke,
-        fl_dp=opts.fl_dp,
-        progress=opts.progress,
-    )
-
-
-def run_small_ceiling(out_dir: Path, opts: RunOptions) -> list[Path]:
-    """What a small subscriber's DP publishers carry: PubSub-ML against a test-chosen ceiling
-    (pubsub-ml.txt §1, §4 Step 4); ``opts.folds`` unused.
-
-    See :func:`pubsubml.experiments.pubsub.small_ceiling.run_ceiling`.
-    """
-    return run_ceiling(
-        out_dir, seeds=opts.seeds, jobs=opts.jobs, smoke=opts.smoke, progress=opts.progress
-    )
-
-
-EXPERIMENTS: dict[str, Callable[[Path, RunOptions], list[Path]]] = {
-    "pubsub-scenarios": run_scenarios,
-    "pubsub-privacy": run_privacy,
-    "pubsub-models": run_models,
-    "pubsub-regression": run_regression,
-    "pubsub-nonprivate": run_nonprivate,
-    "pubsub-small": run_small_subscriber,
-    "pubsub-small-ceiling": run_small_ceiling,
-}
-
-
-def run_experiment(name: str, out_dir: Path | str, opts: RunOptions | None = None) -> list[Path]:
-    """Run experiment ``name`` of :data:`EXPERIMENTS` and write its files to ``out_dir``.
-
-    Raises
-    ------
-    ValueError
-        Unknown experiment name.
-    """
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)}")
-    return EXPERIMENTS[name](Path(out_dir), opts or RunOptions())
+        "Table 5 (bottom): DP MLP publishers vs four model types (pubsub-ml.txt §8.2.2).",
+        grid=lambda opts: [
+            {"types": t, "smoke": opts.smoke, "folds": opts.folds} for t in (1, 4)
+        ],
+        run_fold=models_task,
+        report=_reporter(
+            "pubsub-models",
+            by=["types", "method"],
+            figure=_models_figure,
+            title="Model heterogeneity (Table 5 bottom)",
+        ),
+    ),
+    Experiment(
+        "pubsub-regression",
+        "Fig. 10: regression on diamonds (pubsub-ml.txt §8.3.2).",
+        grid=lambda opts: _scenario_grid(["regression"], opts, True),
+        run_fold=scenario_task,
+        report=_reporter(
+            "pubsub-regression",
+            by=["scenario", "method"],
+            figure=_scenario_bars(["regression"], "1 − MSE"),
+            title="Regression on diamonds (Fig. 10)",
+            digits=4,
+        ),
+        params=(_TURNS, FL_DP),
+        check=_check_turns,
+    ),
+    Experiment(
+        "pubsub-nonprivate",
+        "Fig. 11: every method without DP on S1–S4 and regression (pubsub-ml.txt §8.3.4).",
+        grid=lambda opts: _scenario_grid(_NONPRIVATE_NAMES, opts, False),
+        run_fold=scenario_task,
+        report=_reporter(
+            "pubsub-nonprivate",
+            by=["scenario", "method"],
+            figure=_scenario_bars(_NONPRIVATE_NAMES, "F1 minority (S1–S4); 1 − MSE"),
+            title="Non-private comparison (Fig. 11)",
+            digits=4,
+        ),
+        params=(_TURNS,),
+        check=_check_turns,
+    ),
+)
+"""Fig. 3, Table 5, Fig. 7, Fig. 10 and Fig. 11 as :class:`~pubsubml.experiments.base.Experiment`."""
 
 
 _SETUP = (

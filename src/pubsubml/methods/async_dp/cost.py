@@ -16,6 +16,7 @@ import json
 import math
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "FitnessStatistics",
     "Forecast",
     "cost_of_privacy_bound",
+    "default_model_path",
     "fit_alone_fitness",
     "fit_cost_of_privacy",
     "fit_owner_scaling",
@@ -43,6 +45,20 @@ __all__ = [
 
 #: File name of the fitted model shipped in ``pubsubml.methods``.
 DEFAULT_MODEL_RESOURCE = "forecast.json"
+
+
+def default_model_path() -> Path:
+    """Where the shipped forecast model lives (``pubsubml/methods/async_dp/forecast.json``).
+
+    Written by ``pubsubml bench async-dp-calibrate`` at full size and read by
+    :meth:`CostOfPrivacyModel.load_default` (§6: forecasts for a data market).
+
+    Examples
+    --------
+    >>> default_model_path().name
+    'forecast.json'
+    """
+    return Path(str(resources.files("pubsubml.methods.async_dp").joinpath(DEFAULT_MODEL_RESOURCE)))
 
 
 @dataclasses.dataclass(frozen=True)

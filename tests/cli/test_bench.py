@@ -1,0 +1,88 @@
+"""``pubsubml bench``: one command per experiment, the same options everywhere, exit 2 on bad ones."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pandas as pd
+import typer
+from typer.testing import CliRunner
+
+from pubsubml.cli import app
+from pubsubml.cli.bench import experiment_command, register_experiments
+from pubsubml.experiments.base import Experiment, Param, RunOptions
+from pubsubml.experiments.catalog import EXPERIMENTS
+from pubsubml.experiments.runner import Record
+
+COMMON = ["seeds", "folds", "jobs", "smoke", "out_dir"]
+
+
+def test_bench_lists_every_experiment_once() -> None:
+    bench = next(g.typer_instance for g in app.registered_groups if g.name == "bench")
+    assert bench is not None
+    names = [c.name for c in bench.registered_commands]
+    assert sorted(names) == sorted(EXPERIMENTS) and len(names) == len(set(names))
+
+
+def test_every_command_takes_the_common_options_then_its_own() -> None:
+    for exp in EXPERIMENTS.values():
+        params = list(inspect.signature(experiment_command(exp)).parameters)
+        assert params == COMMON + [p.name for p in exp.params], exp.name
+
+
+def fold(seed: int, fold: int, *, scale: float, fast: bool) -> list[Record]:
+    return [{"method": "m", "score": scale * (seed + fold), "fast_run": fast}]
+
+
+def _report(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out_dir / "toy.csv", index=False)
+    return [out_dir / "toy.csv"]
+
+
+TOY = Experiment(
+    "toy",
+    "A toy for the command line.",
+    grid=lambda o: [{"scale": o.params["scale"], "fast": o.params["fast"]}],
+    run_fold=fold,
+    report=_report,
+    folds=2,
+    fold_aliases=("repeats",),
+    params=(
+        Param("scale", 1.0, "Multiplies the score.", minimum=0),
+        Param("fast", True, "A switch."),
+    ),
+)
+
+
+def _toy_app() -> typer.Typer:
+    group = typer.Typer()
+    register_experiments(group, [TOY])
+
+    @group.callback()
+    def main() -> None:
+        """Group (so commands keep their names)."""
+
+    return group
+
+
+def test_options_reach_the_experiment(tmp_path: Path) -> None:
+    args = ["toy", "--seeds", "2", "--repeats", "3", "--scale", "2", "--no-fast"]
+    result = CliRunner().invoke(_toy_app(), [*args, "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "toy.csv")
+    assert len(table) == 6 and table["score"].tolist() == [0, 2, 4, 2, 4, 6]
+    assert not table["fast_run"].any() and "toy: wrote" in result.output
+
+
+def test_bad_options_exit_2_with_one_line_and_write_nothing(tmp_path: Path) -> None:
+    for args, message in (
+        (["--scale", "-1"], "--scale must be >= 0"),
+        (["--seeds", "0"], "--seeds >= 1"),
+        (["--folds", "1"], "--folds/--repeats >= 2"),
+        (["--colour", "red"], "No such option"),
+    ):
+        result = CliRunner().invoke(_toy_app(), ["toy", *args, "--out-dir", str(tmp_path / "o")])
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+    assert list(tmp_path.iterdir()) == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
@@ -18,15 +16,6 @@ from pubsubml.experiments.proxyfl.experiments import (
 )
 from pubsubml.methods.proxyfl.models import ARCHITECTURES, private_factory
 from pubsubml.methods.proxyfl.protocol import DMLConfig
-
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: the 2-core test machine is shared, and spinning threads stall."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_majority_split_is_disjoint_and_skewed() -> None:

@@ -64,14 +64,6 @@ def test_every_command_is_registered_and_answers_help(command: str) -> None:
     assert f"pubsubml {command}" in result.output.replace("\n", " ")  # its own usage line
 
 
-def test_bench_lists_every_experiment_once() -> None:
-    bench = typer.main.get_command(app).commands["bench"]  # type: ignore[attr-defined]
-    names = list(bench.commands)
-
-    assert len(names) == len(set(names))
-    assert {"pubsub-small", "stacking-vertical", "domain-experts-mnist1d"} <= set(names)
-
-
 def test_demo_over_seeds_prints_mean_and_se(monkeypatch: pytest.MonkeyPatch) -> None:
     import pubsubml.cli.demo as demo
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from pubsubml.experiments.async_dp import experiments as async_dp
 from pubsubml.experiments.base import Experiment
+from pubsubml.experiments.domain_experts import benches as domain_experts
 from pubsubml.experiments.proxyfl import benches as proxyfl
 from pubsubml.experiments.pubsub import scale as pubsub_scale
 from pubsubml.experiments.pubsub import tabular as pubsub_tabular
@@ -60,6 +61,7 @@ EXPERIMENTS: dict[str, Experiment] = register(
         *pubsub_scale.EXPERIMENTS,
         *async_dp.EXPERIMENTS,
         *proxyfl.EXPERIMENTS,
+        *domain_experts.EXPERIMENTS,
     ]
 )
 """Name → :class:`~pubsubml.experiments.base.Experiment`, each registered once."""

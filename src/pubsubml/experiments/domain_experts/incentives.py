@@ -1,42 +1,93 @@
 """Incentives and stability of FL with private domain experts (fl-domain-experts.txt §4.4.4, §7).
 
 On the many-domain classification stand-in (Hyperplane sites cut from one drifting stream, as in
-:func:`pubsubml.experiments.domain_experts.experiments.classification_users`) but with users of different
-sizes, ``domain-experts-incentives`` measures for every user whether joining pays: Ind (the user's
-own model alone) vs DP-FL vs FT-DP-FL vs the MoE of Algorithm 2 (Fig. 8), the change in the others'
-scores when one user leaves (Table 4), a federation of the small users only (Fig. 10), and the mean
-score against ε (Fig. 11).  It writes ``docs/results/domain-experts-incentives*.{csv,md,png}``.
+:func:`pubsubml.experiments.domain_experts.experiments.classification_users`) but with users of
+different sizes, ``domain-experts-incentives`` (:data:`INCENTIVES`) measures for every user whether
+joining pays: Ind (the user's own model alone) vs DP-FL vs FT-DP-FL vs the MoE of Algorithm 2
+(Fig. 8), the change in the others' scores when one user leaves (Table 4), a federation of the
+small users only (Fig. 10), and the mean score against ε (Fig. 11).  Each federation of a seed is
+one setting of the grid (:data:`FEDERATIONS`); the report joins them into
+``docs/results/domain-experts-incentives*.{csv,md,png}``.  It is not cross-validated.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.errors import DataValidationError
-from pubsubml.experiments.domain_experts.experiments import (
-    DomainExpertsExperimentConfig,
-    _linear_baseline,
-    _module_predict,
-    _tune,
-    _write,
+from pubsubml.experiments.base import Experiment, RunOptions
+from pubsubml.experiments.domain_experts.compared import (
+    linear_baseline,
+    module_predict,
+    run_label,
+    tune,
 )
+from pubsubml.experiments.domain_experts.figures import incentives_figure
+from pubsubml.experiments.domain_experts.incentive_tables import (
+    epsilon_summary,
+    joining_table,
+    leave_summary,
+    leave_table,
+    mean_se_cells,
+    seed_means,
+    small_table,
+)
+from pubsubml.experiments.reports import write_results
+from pubsubml.experiments.runner import Record
 from pubsubml.methods.domain_experts.federation import DomainExpertsFL
 
-__all__ = ["METHODS", "evaluate_user_federation", "run_incentives", "sized_users"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "FEDERATIONS",
+    "INCENTIVES",
+    "METHODS",
+    "evaluate_user_federation",
+    "federation_members",
+    "incentives_fold",
+    "report_incentives",
+    "sized_users",
+]
 
 METHODS = ("Ind", "DP-FL", "FT-DP-FL", "MoE")
 """Per-user methods of Fig. 8: own model, shared DP model, its fine-tuned copy, Algorithm 2."""
+FEDERATIONS = ("all", "all-no-dp", "without-largest", "without-random", "refit", "small")
+"""The federations of one seed: every user (one per ε of the sweep), every user without DP, the
+largest user left out, a random other user left out, every user refitted with the next seed (the
+run-to-run reference of Table 4) and the users below the median size."""
+LEAVING = ("without-largest", "without-random", "refit")
+EPSILON = 2.0
+"""Target ε of Fig. 8, Table 4 and Fig. 10."""
+NAME = "domain-experts-incentives"
+ACCURACIES = [*METHODS, "FL", "FT-FL"]
+SWEEP_COLUMNS = [
+    "seed", "user", "n", "method", "accuracy", "epsilon", "user_epsilon", "sigma", "target_epsilon"
+]  # fmt: skip
 
 
-def _sizes(cfg: DomainExpertsExperimentConfig) -> list[int]:
-    if cfg.smoke:
-        return [20, 40, 80, 160]
-    return [round(float(v)) for v in np.geomspace(40, 400, 10)]
+@dataclass(frozen=True)
+class IncentivesSize:
+    """Labelled rows per user, test rows per user, rounds and the ε of the sweep (Fig. 11)."""
+
+    sizes: tuple[int, ...]
+    n_test: int
+    rounds: int
+    epsilons: tuple[float, ...]
+
+
+def incentives_size(smoke: bool) -> IncentivesSize:
+    """10 users of 40 … 400 rows (geometric), or the smoke run's 4 users of 20 … 160."""
+    if smoke:
+        return IncentivesSize((20, 40, 80, 160), 50, 20, (1.0, 2.0))
+    sizes = tuple(round(float(v)) for v in np.geomspace(40, 400, 10))
+    return IncentivesSize(sizes, 300, 300, (0.5, 1.0, 2.0, 4.0, 8.0))
 
 
 def sized_users(sizes: list[int], n_test: int, seed: int) -> list[dict[str, Any]]:
@@ -124,9 +175,9 @@ def evaluate_user_federation(
     for i, u in enumerate(users):
         X, y = u["test"]
         preds = {
-            "Ind": _linear_baseline(model, u["train"], X),
+            "Ind": linear_baseline(model, u["train"], X),
             "DP-FL": model.predict_general(X),
-            "FT-DP-FL": _module_predict(model, _tune(model, model.general_, u, seed), X),
+            "FT-DP-FL": module_predict(model, tune(model, model.general_, u, seed), X),
             "MoE": model.predict(X, user=i),
         }
         for method, pred in preds.items():
@@ -137,153 +188,177 @@ def evaluate_user_federation(
     return pd.DataFrame(rows)
 
 
-def _wide(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.pivot_table(index=["user", "n"], columns="method", values="accuracy")[
-        list(METHODS)
-    ].reset_index()
+def federation_members(federation: str, sizes: tuple[int, ...], seed: int) -> tuple[list[int], int]:
+    """The users (indices into ``sizes``) of one of :data:`FEDERATIONS`, and who left.
+
+    The leaver is the index of the user left out by ``without-largest`` (the largest user) or
+    ``without-random`` (one of the others, drawn with ``seed``), -1 for ``refit`` (nobody
+    leaves), and -2 where the question does not arise.
+
+    Examples
+    --------
+    >>> federation_members("without-largest", (20, 80, 40), seed=0)
+    ([0, 2], 1)
+    >>> federation_members("small", (20, 80, 40), seed=0)
+    ([0], -2)
+    """
+    everyone = list(range(len(sizes)))
+    largest = int(np.argmax(sizes))
+    if federation in ("all", "all-no-dp"):
+        return everyone, -2
+    if federation == "refit":
+        return everyone, -1
+    if federation == "small":
+        return [i for i in everyone if sizes[i] < float(np.median(sizes))], -2
+    if federation == "without-largest":
+        return [i for i in everyone if i != largest], largest
+    if federation == "without-random":
+        others = [i for i in everyone if i != largest]
+        who = int(np.random.default_rng(seed).choice(others))
+        return [i for i in everyone if i != who], who
+    raise ValueError(f"unknown federation {federation!r}; choose from {FEDERATIONS}")
 
 
-def run_incentives(cfg: DomainExpertsExperimentConfig, out_dir: Path) -> pd.DataFrame:
-    """Fig. 8, Table 4, Fig. 10 and Fig. 11 analogues; writes ``domain-experts-incentives*``.
+def incentives_fold(
+    seed: int, fold: int, *, federation: str, target_epsilon: float | None, smoke: bool
+) -> list[Record]:
+    """One federation of one seed: per member user and method ``user`` (index among all users),
+    ``n``, ``method``, ``accuracy``, ``epsilon``, ``user_epsilon``, ``sigma``; federations where
+    a user left add ``leaver`` (1-based, 0 for ``refit``) and its ``leaver_n``."""
+    size = incentives_size(smoke)
+    users = sized_users(list(size.sizes), size.n_test, seed)
+    members, leaver = federation_members(federation, size.sizes, seed)
+    # The reference of Table 4: nobody leaves, the federation is only refitted with another seed.
+    fit_seed = seed + 1 if federation == "refit" else seed
+    part = evaluate_user_federation(
+        [users[i] for i in members], target_epsilon, rounds=size.rounds, seed=fit_seed
+    )
+    part["user"] = [members[int(u)] for u in part["user"]]
+    records: list[Record] = [{str(k): v for k, v in r.items()} for r in part.to_dict("records")]
+    if leaver > -2:
+        for r in records:
+            r["leaver"] = leaver + 1
+            r["leaver_n"] = size.sizes[leaver] if leaver >= 0 else 0
+    return records
 
-    Returns
-    -------
-    DataFrame
-        The per-user table at ε = 2: one row per user (sorted by size), columns ``user``, ``n``,
-        the accuracy of each of :data:`METHODS`, of ``FL`` and ``FT-FL`` (no DP) and the
-        user's spent ``user_epsilon``.
+
+def _incentives_grid(opts: RunOptions) -> list[dict[str, Any]]:
+    grid: list[dict[str, Any]] = [
+        {"federation": "all", "target_epsilon": eps} for eps in incentives_size(opts.smoke).epsilons
+    ]
+    grid.append({"federation": "all-no-dp", "target_epsilon": None})
+    grid += [{"federation": f, "target_epsilon": EPSILON} for f in (*LEAVING, "small")]
+    return [{**setting, "smoke": opts.smoke} for setting in grid]
+
+
+def _setup(size: IncentivesSize, opts: RunOptions) -> str:
+    return (
+        f"{run_label(opts)}: {len(size.sizes)} Hyperplane sites of one drifting stream with "
+        f"{list(size.sizes)} labelled rows (MoE: half expert, half gate; FT: half training, half "
+        f"early stopping; Ind: logistic regression on all), {size.n_test} test rows each; "
+        f"Algorithm 2, {size.rounds} rounds, expected batch 10, C = 1, linear models, δ = 1e-5, σ "
+        "calibrated per user to its own sampling rate and rounds; accuracy on each user's test "
+        "rows."
+    )
+
+
+def _write_joining(
+    joining: pd.DataFrame, full: pd.DataFrame, figure: Figure, out_dir: Path, setup: str
+) -> list[Path]:
+    cells = mean_se_cells(joining, ["user", "n"], ACCURACIES)
+    cells["user_epsilon"] = seed_means(joining, ["user", "n"], ["user_epsilon"])["user_epsilon"]
+    return write_results(
+        NAME, out_dir, table=joining, summary=cells, figure=figure,
+        title="Does joining pay? Accuracy per user at ε = 2 (fl-domain-experts.txt Fig. 8)",
+        notes=setup + f" σ per user {full.sigma.min():.3g}–{full.sigma.max():.3g}. Users sorted "
+        "by size; user k is site k of the stream. FL and FT-FL: the same federation without DP "
+        "(reference); user_epsilon: the ε each user actually spent (mean over seeds). Cells: "
+        "mean ± SE over seeds.",
+        digits=None,
+    )  # fmt: skip
+
+
+def _write_leave(leave: pd.DataFrame, out_dir: Path, setup: str) -> list[Path]:
+    return write_results(
+        f"{NAME}-leave", out_dir, table=leave.drop(columns="federation"),
+        summary=leave_summary(leave),
+        title="One user leaves (fl-domain-experts.txt §7.2, Table 4): change in the others' "
+        "accuracy at ε = 2",
+        notes=setup + " change = reduced − full federation, over the remaining users; per-user "
+        "values in the CSV. mean ± SE: over seeds (n) of the mean change; min and max over users "
+        "and seeds. Leaver 0 is a reference: nobody leaves, the full federation is refitted with "
+        "the next seed (run-to-run variation). The random leaver is drawn per seed.",
+        digits=None,
+    )  # fmt: skip
+
+
+def _write_small(small: pd.DataFrame, out_dir: Path, setup: str) -> list[Path]:
+    by = ["user", "n", "method"]
+    cells = mean_se_cells(small, by, ["accuracy_full", "accuracy_small"])
+    cells["epsilon_small"] = seed_means(small, by, ["epsilon_small"])["epsilon_small"]
+    return write_results(
+        f"{NAME}-small", out_dir, table=small, summary=cells,
+        title="Federation of the small users only (fl-domain-experts.txt §7.3, Fig. 10), ε = 2",
+        notes=setup + f" Small users: fewer labelled rows than the median "
+        f"({small['user'].nunique()} users); accuracy_full in the federation of all users, "
+        "accuracy_small in theirs (Ind is the same in both). Cells: mean ± SE over seeds; "
+        "epsilon_small: mean over seeds.",
+        digits=None,
+    )  # fmt: skip
+
+
+def _write_epsilon(
+    sweep: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, setup: str
+) -> list[Path]:
+    return write_results(
+        f"{NAME}-epsilon", out_dir, table=sweep, summary=summary,
+        title="Mean accuracy over users vs ε (fl-domain-experts.txt §7.4, Fig. 11)",
+        notes=setup + " mean ± SE: over seeds (n) of the mean accuracy over users; std: over "
+        "users, averaged over seeds; epsilon is the largest accounted user ε.",
+        digits=None,
+    )  # fmt: skip
+
+
+def report_incentives(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
+    """Fig. 8, Table 4, Fig. 10 and Fig. 11 analogues: ``domain-experts-incentives{,-leave,
+    -small,-epsilon}.{csv,md}`` and ``domain-experts-incentives.png``; mean ± SE over seeds.
 
     References
     ----------
     fl-domain-experts.txt §4.4.4 (Fig. 8), §7.2 (Table 4), §7.3 (Fig. 10), §7.4 (Fig. 11).
     """
-    sizes = _sizes(cfg)
-    n_test, rounds = (50, 20) if cfg.smoke else (300, 300)
-    eps_grid = (1.0, 2.0) if cfg.smoke else (0.5, 1.0, 2.0, 4.0, 8.0)
-    users = sized_users(sizes, n_test, cfg.seed)
-    setup = (
-        f"{cfg.size} run: {len(sizes)} Hyperplane sites of one drifting stream with {sizes} "
-        f"labelled rows (MoE: half expert, half gate; FT: half training, half early stopping; "
-        f"Ind: logistic regression on all), {n_test} test rows each; Algorithm 2, {rounds} "
-        "rounds, expected batch 10, C = 1, linear models, δ = 1e-5, σ calibrated per user to "
-        "its own sampling rate and rounds; accuracy on each user's test rows."
+    setup = _setup(incentives_size(opts.smoke), opts)
+    everyone = table[table["federation"] == "all"]
+    full = everyone[everyone["target_epsilon"] == EPSILON]
+    joining = joining_table(full, table[table["federation"] == "all-no-dp"])
+    small = small_table(full, table[table["federation"] == "small"])
+    sweep = everyone[SWEEP_COLUMNS].reset_index(drop=True)
+    by_eps = epsilon_summary(sweep)
+    figure = incentives_figure(
+        seed_means(joining, ["user", "n"], ACCURACIES),
+        seed_means(small, ["user", "n", "method"], ["accuracy_full", "accuracy_small"]),
+        by_eps,
+        METHODS,
     )
-    runs = {
-        eps: evaluate_user_federation(users, eps, rounds=rounds, seed=cfg.seed) for eps in eps_grid
-    }
-    full = runs[2.0]
-
-    # Fig. 8: whether joining pays, users sorted by size.
-    table = _wide(full)
-    plain = _wide(evaluate_user_federation(users, None, rounds=rounds, seed=cfg.seed))
-    table["FL"], table["FT-FL"] = plain["DP-FL"], plain["FT-DP-FL"]
-    spent = full[full.method == "Ind"].set_index("user")
-    table["user_epsilon"] = spent.user_epsilon.loc[table.user].to_numpy()
-    table = table.sort_values("n", ignore_index=True)
-    table["user"] += 1
-    _write(table, out_dir / "domain-experts-incentives",
-           title="Does joining pay? Accuracy per user at ε = 2 (fl-domain-experts.txt Fig. 8)",
-           notes=setup + f" σ per user {full.sigma.min():.3g}–{full.sigma.max():.3g}. "
-           "Users sorted by size; user k "
-           "is site k of the stream. FL and FT-FL: the same federation without DP (reference); "
-           "user_epsilon: the ε each user actually spent.")  # fmt: skip
-
-    # Table 4: one user leaves (the largest, and one other drawn at random).
-    largest = int(np.argmax(sizes))
-    others = [i for i in range(len(sizes)) if i != largest]
-    leavers = [largest, int(np.random.default_rng(cfg.seed).choice(others))]
-    base = full.set_index(["user", "method"]).accuracy
-    leave_rows = []
-    # Reference: nobody leaves, the federation is only refitted with another seed (leaver 0).
-    for who in [*leavers, -1]:
-        keep = [i for i in range(len(users)) if i != who]
-        part = evaluate_user_federation(
-            [users[i] for i in keep], 2.0, rounds=rounds, seed=cfg.seed + (who < 0)
-        )
-        for r in part.to_dict("records"):
-            user, method, after = keep[int(r["user"])], str(r["method"]), float(r["accuracy"])
-            if method == "Ind":
-                continue
-            before = float(base[(user, method)])
-            leave_rows.append({"leaver": who + 1, "leaver_n": sizes[who] if who >= 0 else 0,
-                               "user": user + 1,
-                               "n": int(r["n"]), "method": method, "full": before,
-                               "reduced": after, "change": after - before})  # fmt: skip
-    leave = pd.DataFrame(leave_rows)
-    leave_summary = (
-        leave.groupby(["leaver", "leaver_n", "method"], sort=False)["change"]
-        .agg(mean="mean", min="min", max="max")
-        .reset_index()
-    )
-    _write(leave_summary, out_dir / "domain-experts-incentives-leave",
-           title="One user leaves (fl-domain-experts.txt §7.2, Table 4): change in the others' "
-           "accuracy at ε = 2", notes=setup + " change = reduced − full federation, over the "
-           "remaining users; per-user values in the CSV. Leaver 0 is a reference: nobody "
-           "leaves, the full federation is refitted with the next seed (run-to-run "
-           "variation).", detail=leave)  # fmt: skip
-
-    # Fig. 10: the small users alone.
-    small = [i for i in range(len(sizes)) if sizes[i] < float(np.median(sizes))]
-    alone = evaluate_user_federation([users[i] for i in small], 2.0, rounds=rounds, seed=cfg.seed)
-    alone["user"] = [small[int(u)] for u in alone.user]
-    both = full[full.user.isin(small)].merge(
-        alone, on=["user", "n", "method"], suffixes=("_full", "_small")
-    )
-    both = both[["user", "n", "method", "accuracy_full", "accuracy_small", "epsilon_small"]]
-    both["user"] += 1
-    _write(both, out_dir / "domain-experts-incentives-small",
-           title="Federation of the small users only (fl-domain-experts.txt §7.3, Fig. 10), ε = 2",
-           notes=setup + f" Small users: fewer labelled rows than the median ({len(small)} "
-           "users); accuracy_full in the federation of all users, accuracy_small in theirs "
-           "(Ind is the same in both).")  # fmt: skip
-
-    # Fig. 11: mean accuracy vs ε.
-    sweep = pd.concat([r.assign(target_epsilon=e) for e, r in runs.items()], ignore_index=True)
-    eps_summary = (
-        sweep.groupby(["target_epsilon", "method"], sort=False)
-        .agg(mean=("accuracy", "mean"), std=("accuracy", "std"), epsilon=("epsilon", "max"))
-        .reset_index()
-    )
-    _write(eps_summary, out_dir / "domain-experts-incentives-epsilon",
-           title="Mean accuracy over users vs ε (fl-domain-experts.txt §7.4, Fig. 11)",
-           notes=setup + " epsilon is the largest accounted user ε.", detail=sweep)  # fmt: skip
-    _figure(table, both, eps_summary, out_dir / "domain-experts-incentives.png")
-    return table
+    return [
+        *_write_joining(joining, full, figure, out_dir, setup),
+        *_write_leave(leave_table(full, table[table["federation"].isin(LEAVING)]), out_dir, setup),
+        *_write_small(small, out_dir, setup),
+        *_write_epsilon(sweep, by_eps, out_dir, setup),
+    ]
 
 
-def _figure(table: pd.DataFrame, both: pd.DataFrame, eps: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    pos = np.arange(len(table))
-    for method, marker in zip(METHODS, "osD^", strict=True):
-        axes[0].plot(pos, table[method], marker=marker, label=method)
-    axes[0].plot(pos, table["FL"], ls="--", color="gray", label="FL (no DP)")
-    axes[0].set_xticks(pos)
-    axes[0].set_xticklabels([f"{u}\n({n})" for u, n in zip(table.user, table.n, strict=True)])
-    axes[0].set_xlabel("user (labelled rows), by size")
-    axes[0].set_title("(a) accuracy per user, ε = 2 (Fig. 8)")
-    fed = both[both.method != "Ind"]
-    labels = [f"{m}\nu{u}" for m, u in zip(fed.method, fed.user, strict=True)]
-    x = np.arange(len(fed))
-    axes[1].bar(x - 0.2, fed.accuracy_full, 0.4, label="all users")
-    axes[1].bar(x + 0.2, fed.accuracy_small, 0.4, label="small users only")
-    axes[1].set_xticks(x)
-    axes[1].set_xticklabels(labels, fontsize=6, rotation=90)
-    axes[1].set_title("(b) small users, ε = 2 (Fig. 10)")
-    for method in METHODS:
-        sel = eps[eps.method == method]
-        axes[2].errorbar(sel.target_epsilon, sel["mean"], sel["std"], marker="o", label=method,
-                         capsize=3)  # fmt: skip
-    axes[2].set_xscale("log")
-    axes[2].set_xlabel("target ε (δ = 1e-5)")
-    axes[2].set_title("(c) mean accuracy over users (Fig. 11)")
-    for ax in axes:
-        ax.set_ylabel("accuracy")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+INCENTIVES = Experiment(
+    NAME,
+    "Fig. 8, Table 4, Fig. 10, 11: does joining pay, one user leaves, small users, ε "
+    "(fl-domain-experts.txt §4.4.4, §7).",
+    grid=_incentives_grid,
+    run_fold=incentives_fold,
+    report=report_incentives,
+    folds=1,
+    min_folds=1,
+    max_folds=1,
+    folds_help="no cross-validation: one set of federations per seed, scored on each user's "
+    "test rows",
+)
+"""§4.4.4 and §7: 10 Hyperplane sites of 40 … 400 labelled rows, Algorithm 2, ε = 2 and a sweep."""

@@ -28,6 +28,7 @@ from pubsubml.methods.domain_experts.gate import (
     mixture_loss,
     mixture_output,
 )
+from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.schema import FeatureSchema
 
 SCHEMA = FeatureSchema.numeric(["a", "b"])
@@ -256,3 +257,21 @@ def test_fine_tune_stops_at_best_validation_loss() -> None:
     kept = fine_tune(tuned, X[:150], y[:150], X[150:], y_val, task="regression", lr=1e-6)
     for p, q in zip(kept.parameters(), tuned.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-4)
+
+
+@pytest.mark.parametrize("dp", [True, False])
+def test_server_steps_on_the_size_weighted_mean_of_the_messages(dp: bool) -> None:
+    # One round of the shared loop with FedSGD: Θ_G ← Θ_G − lr · Σ_i (n_i / Σ n) · message_i.
+    rng = np.random.default_rng(6)
+    users = [_labels(u, n, rng) for u, n in ((0, 60), (1, 100))]
+    m = DomainExpertsFL(
+        schema=SCHEMA, classes=[0, 1], hidden_layer_sizes=(3,), rounds=1, batch_size=10,
+        lr_general=0.5, dp=dp, noise_multiplier=1.0, accountant="rdp", record_messages=True,
+    ).fit(users)  # fmt: skip
+    start = init_mlp((2, 3, 2), "tanh", torch.Generator().manual_seed(0))
+    n_expert = torch.tensor([30.0, 50.0])  # half of each user's rows train the expert
+    weights = n_expert / n_expert.sum()
+    for j, (p0, p1) in enumerate(zip(start.parameters(), m.general_.parameters(), strict=True)):
+        mean = sum(w * msg["gradient"][j] for w, msg in zip(weights, m.messages_, strict=True))
+        torch.testing.assert_close(p1, p0 - 0.5 * mean)
+    assert [len(e) for e in m.client_events_] == ([1, 1] if dp else [0, 0])

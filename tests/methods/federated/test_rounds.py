@@ -8,7 +8,7 @@ import pytest
 
 from pubsubml.errors import LabelError
 from pubsubml.methods import DPFedAvg, hyperplane_chunks, hyperplane_schema
-from pubsubml.methods.federated.rounds import client_schedule
+from pubsubml.methods.federated.loop import client_schedule
 from pubsubml.privacy import compute_epsilon
 
 pytestmark = pytest.mark.usefixtures("one_thread")

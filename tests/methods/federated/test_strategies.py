@@ -27,7 +27,7 @@ from pubsubml.methods.federated import (
     fine_tune,
     min_epsilon,
 )
-from pubsubml.methods.federated.rounds import _privatize as privatize
+from pubsubml.methods.federated.dp import privatize
 from pubsubml.privacy import pld_discretization_interval
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent

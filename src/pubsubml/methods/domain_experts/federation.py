@@ -15,15 +15,22 @@ Algorithm 2 the general model's own loss (§3.2.1), which makes its M_G exactly 
 
 Privacy is record-level and local (users do not trust the server): each user's accountant
 records one subsampled-Gaussian step (σ, q = L/n_i) per round it took part in; σ is given or
-calibrated so the user that takes part most often ends at the target (ε, δ).
+calibrated per user so that it ends at the target (ε, δ).
+
+The rounds run in the shared federated loop (:func:`~pubsubml.methods.federated.loop.run_federation`):
+the users' side of a round is Algorithm 1 (or 2) at each chosen user, the server's is
+:class:`~pubsubml.methods.federated.strategies.FedSGD`, and the accounting is
+:class:`~pubsubml.methods.federated.dp.LocalDP`'s.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -41,16 +48,41 @@ from pubsubml.errors import (
 )
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.methods.domain_experts.gate import general_gradients, mixture_loss, mixture_output
-from pubsubml.methods.federated.rounds import client_schedule
-from pubsubml.privacy.accountant import PrivacyAccountant
-from pubsubml.privacy.calibration import calibrate_noise
+from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
+from pubsubml.methods.federated.loop import (
+    ClientUpdates,
+    LocalTerm,
+    LocalTraining,
+    participation,
+    run_federation,
+)
+from pubsubml.methods.federated.strategies import FedSGD
 from pubsubml.privacy.dpsgd import init_mlp, poisson_sample
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["DomainExpertsFL"]
 
+Split = tuple[Tensor, Tensor]
 
+
+@dataclass
+class _Users:
+    """What the users hold and never send: data splits, experts, gates, σ, generators, messages."""
+
+    train: list[Split]
+    held: list[Split]
+    privates: list[nn.Sequential]
+    gates: list[nn.Linear]
+    private_opts: list[torch.optim.Optimizer]
+    gate_opts: list[torch.optim.Optimizer]
+    rates: list[float]
+    sigmas: np.ndarray
+    generators: list[torch.Generator]
+    messages: list[dict[str, Any]]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class DomainExpertsFL(BaseEstimator):
     """FL with private domain experts: DP general model, private experts and gates per user.
 
@@ -138,54 +170,28 @@ class DomainExpertsFL(BaseEstimator):
     ((80,), True)
     """
 
-    def __init__(
-        self,
-        *,
-        schema: FeatureSchema,
-        task: Literal["classification", "regression"] = "classification",
-        classes: Sequence[Any] | None = None,
-        algorithm: Literal[1, 2] = 2,
-        hidden_layer_sizes: tuple[int, ...] = (),
-        activation: str = "tanh",
-        rounds: int = 500,
-        batch_size: int = 50,
-        client_fraction: float = 1.0,
-        gate_fraction: float = 0.5,
-        server_optimizer: Literal["sgd", "adam"] = "sgd",
-        lr_general: float = 0.1,
-        lr_private: float = 0.01,
-        lr_gate: float = 0.05,
-        dp: bool = True,
-        target_epsilon: float = 2.0,
-        target_delta: float = 1e-5,
-        noise_multiplier: float | None = None,
-        max_grad_norm: float = 1.0,
-        accountant: Literal["pld", "rdp"] = "pld",
-        record_messages: bool = False,
-        random_state: int = 0,
-    ) -> None:
-        self.schema = schema
-        self.task = task
-        self.classes = classes
-        self.algorithm = algorithm
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.rounds = rounds
-        self.batch_size = batch_size
-        self.client_fraction = client_fraction
-        self.gate_fraction = gate_fraction
-        self.server_optimizer = server_optimizer
-        self.lr_general = lr_general
-        self.lr_private = lr_private
-        self.lr_gate = lr_gate
-        self.dp = dp
-        self.target_epsilon = target_epsilon
-        self.target_delta = target_delta
-        self.noise_multiplier = noise_multiplier
-        self.max_grad_norm = max_grad_norm
-        self.accountant = accountant
-        self.record_messages = record_messages
-        self.random_state = random_state
+    schema: FeatureSchema
+    task: Literal["classification", "regression"] = "classification"
+    classes: Sequence[Any] | None = None
+    algorithm: Literal[1, 2] = 2
+    hidden_layer_sizes: tuple[int, ...] = ()
+    activation: str = "tanh"
+    rounds: int = 500
+    batch_size: int = 50
+    client_fraction: float = 1.0
+    gate_fraction: float = 0.5
+    server_optimizer: Literal["sgd", "adam"] = "sgd"
+    lr_general: float = 0.1
+    lr_private: float = 0.01
+    lr_gate: float = 0.05
+    dp: bool = True
+    target_epsilon: float = 2.0
+    target_delta: float = 1e-5
+    noise_multiplier: float | None = None
+    max_grad_norm: float = 1.0
+    accountant: Literal["pld", "rdp"] = "pld"
+    record_messages: bool = False
+    random_state: int = 0
 
     # ---- inputs ---------------------------------------------------------------------------
     def encode(self, X: pd.DataFrame) -> Tensor:
@@ -224,28 +230,66 @@ class DomainExpertsFL(BaseEstimator):
         """Noise multiplier of each user (fl-domain-experts.txt §4.2: per-user budgets).
 
         With a target ε, each user calibrates its own σ to its own sampling rate and the number
-        of rounds it takes part in, so every user ends at (just under) the target; users with the
-        same rate and participation share one calibration.
+        of rounds it takes part in, so every user ends at (just under) the target.
         """
         n_users = len(rates)
         if not self.dp:
             return np.zeros(n_users)
         if self.noise_multiplier is not None:
             return np.full(n_users, float(self.noise_multiplier))
-        cache: dict[tuple[float, int], float] = {}
-        sigmas = np.zeros(n_users)
-        for i, (rate, count) in enumerate(zip(rates, counts.tolist(), strict=True)):
-            key = (rate, int(count))
-            if count > 0 and key not in cache:
-                cache[key] = float(
-                    calibrate_noise(
-                        self.target_epsilon, self.target_delta, rate, int(count), self.accountant
-                    )
-                )
-            sigmas[i] = cache.get(key, 0.0)
-        return sigmas
+        return np.asarray(
+            noise_multipliers(
+                self.target_epsilon, self.target_delta, rates, counts.tolist(), self.accountant
+            )
+        )
 
     # ---- training -------------------------------------------------------------------------
+    def _split(self, Xs: list[Tensor], ys: list[Tensor]) -> tuple[list[Split], list[Split]]:
+        """Each user's rows for its expert and general model, and H for its gate (§3.2)."""
+        rng = np.random.default_rng(self.random_state)
+        train, held = [], []
+        for X, y in zip(Xs, ys, strict=True):
+            n_gate = round(self.gate_fraction * len(X))
+            if n_gate < 1 or len(X) - n_gate < 1:
+                raise DataValidationError("every user needs rows for both its expert and gate")
+            perm = torch.from_numpy(rng.permutation(len(X)))
+            train.append((X[perm[n_gate:]], y[perm[n_gate:]]))
+            held.append((X[perm[:n_gate]], y[perm[:n_gate]]))
+        return train, held
+
+    def _init_models(
+        self,
+        sizes: tuple[int, ...],
+        splits: tuple[list[Split], list[Split]],
+        rates: list[float],
+        sigmas: np.ndarray,
+    ) -> tuple[nn.Sequential, _Users]:
+        """M_G, and per user a copy of it as private expert and a gate at α = 1/2."""
+        general = init_mlp(sizes, self.activation, torch.Generator().manual_seed(self.random_state))
+        train, held = splits
+        privates = [copy.deepcopy(general) for _ in train]
+        gates = [nn.Linear(sizes[0], 1) for _ in train]
+        with torch.no_grad():
+            for gate in gates:
+                gate.weight.zero_()
+                gate.bias.zero_()  # α = 1/2: no prior preference
+        seed = self.random_state * 1_000_003
+        users = _Users(
+            train=train,
+            held=held,
+            privates=privates,
+            gates=gates,
+            private_opts=[torch.optim.Adam(m.parameters(), lr=self.lr_private) for m in privates],
+            gate_opts=[torch.optim.Adam(g.parameters(), lr=self.lr_gate) for g in gates],
+            rates=rates,
+            sigmas=sigmas,
+            generators=[
+                torch.Generator().manual_seed(seed + 7919 * i + 1) for i in range(len(train))
+            ],
+            messages=[],
+        )
+        return general, users
+
     def fit(self, users: Sequence[tuple[pd.DataFrame, Any]]) -> DomainExpertsFL:
         """Federate over ``users`` (each a ``(DataFrame, targets)`` pair).
 
@@ -274,76 +318,39 @@ class DomainExpertsFL(BaseEstimator):
             )
         Xs = [self.encode(X) for X, _ in users]
         ys = [self.encode_target(y, len(X)) for X, (_, y) in zip(Xs, users, strict=True)]
-        rng = np.random.default_rng(self.random_state)
-        train, held = [], []
-        for X, y in zip(Xs, ys, strict=True):
-            n_gate = round(self.gate_fraction * len(X))
-            if n_gate < 1 or len(X) - n_gate < 1:
-                raise DataValidationError("every user needs rows for both its expert and gate")
-            perm = torch.from_numpy(rng.permutation(len(X)))
-            train.append((X[perm[n_gate:]], y[perm[n_gate:]]))
-            held.append((X[perm[:n_gate]], y[perm[:n_gate]]))
-        n_users = len(Xs)
-        per_round = max(1, round(self.client_fraction * n_users))
-        schedule = client_schedule(n_users, per_round, self.rounds, self.random_state)
-        counts = np.zeros(n_users, dtype=int)
-        for chosen in schedule:
-            counts[chosen] += 1
-        ns = [len(X) for X, _ in train]
+        splits = self._split(Xs, ys)
+        n_users, ns = len(Xs), [len(X) for X, _ in splits[0]]
+        server = FedSGD(
+            client_fraction=self.client_fraction,
+            optimizer=self.server_optimizer,
+            lr=self.lr_general,
+        )
+        schedule = server.sample(n_users, self.rounds, self.random_state)
+        counts = participation(schedule, n_users)
         rates = [min(1.0, self.batch_size / n) for n in ns]
         sigmas = self._sigmas(rates, counts)
         n_out = 1 if self.task == "regression" else len(self.classes_)
         sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
-        gen = torch.Generator().manual_seed(self.random_state)
-        general = init_mlp(sizes, self.activation, gen)
-        privates = [copy.deepcopy(general) for _ in range(n_users)]
-        gates = []
-        for _ in range(n_users):
-            gate = nn.Linear(sizes[0], 1)
-            with torch.no_grad():
-                gate.weight.zero_()
-                gate.bias.zero_()  # α = 1/2: no prior preference
-            gates.append(gate)
-        server_opt: torch.optim.Optimizer = (
-            torch.optim.SGD(general.parameters(), lr=self.lr_general)
-            if self.server_optimizer == "sgd"
-            else torch.optim.Adam(general.parameters(), lr=self.lr_general)
-        )
-        private_opts = [torch.optim.Adam(m.parameters(), lr=self.lr_private) for m in privates]
-        gate_opts = [torch.optim.Adam(g.parameters(), lr=self.lr_gate) for g in gates]
-        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(n_users)]
-        user_gens = [
-            torch.Generator().manual_seed(self.random_state * 1_000_003 + 7919 * i + 1)
-            for i in range(n_users)
-        ]
-        messages: list[dict[str, Any]] = []
-        for r, chosen in enumerate(schedule):
-            sent: list[list[Tensor]] = []
-            for i in chosen.tolist():
-                grad_G = self._user_step(
-                    i, train[i], held[i], general, privates, gates, private_opts, gate_opts,
-                    rates[i], float(sigmas[i]), user_gens[i],
-                )  # fmt: skip
-                if self.dp and sigmas[i] > 0:
-                    accountants[i].step(noise_multiplier=float(sigmas[i]), sample_rate=rates[i])
-                sent.append(grad_G)
-                if self.record_messages:
-                    messages.append({"round": r, "user": i, "gradient": grad_G})
-            w = torch.tensor([ns[i] for i in chosen.tolist()], dtype=torch.float32)
-            w = w / w.sum()
-            server_opt.zero_grad()
-            for j, p in enumerate(general.parameters()):
-                p.grad = torch.einsum("k,k...->...", w, torch.stack([g[j] for g in sent]))
-            server_opt.step()
-        eps = np.array(
-            [a.get_epsilon(self.target_delta) if a.events else math.inf for a in accountants]
-        )
-        if not self.dp:
-            eps = np.full(n_users, math.inf)
-        self.general_ = general
-        self.privates_ = privates
-        self.gates_ = gates
-        self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
+        general, held_by_users = self._init_models(sizes, splits, rates, sigmas)
+        local_training: LocalTraining = functools.partial(self._local_round, held_by_users, general)
+        if self.dp:
+            local_training = LocalDP(local_training, n_users, self.accountant)
+        run_federation(list(general.parameters()), schedule, local_training, server, ns)
+        self.general_, self.privates_ = general, held_by_users.privates
+        self.gates_ = held_by_users.gates
+        self._set_privacy(local_training, sigmas)
+        self.participation_ = counts
+        self.messages_ = held_by_users.messages
+        self.n_features_in_ = len(self.schema)
+        return self
+
+    def _set_privacy(self, local_training: LocalTraining, sigmas: np.ndarray) -> None:
+        n_users = len(sigmas)
+        self.client_events_: list[list[DPEvent]] = [[] for _ in range(n_users)]
+        eps = np.full(n_users, math.inf)
+        if isinstance(local_training, LocalDP):
+            self.client_events_ = local_training.client_events()
+            eps = local_training.client_epsilons(self.target_delta, idle=math.inf)
         self.client_epsilons_ = eps
         self.epsilon_ = float(eps.max())
         noisy = self.dp and bool(np.any(sigmas > 0))
@@ -356,38 +363,48 @@ class DomainExpertsFL(BaseEstimator):
                 "not a DP guarantee: the gradient sent depends on the gate and the private expert, "
                 "trained on all of the user's rows without noise (use algorithm=2 for DP)",
                 PaperAccountingWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        self.delta_ = float(self.target_delta) if self.dp and bool(np.any(sigmas > 0)) else 0.0
+        self.delta_ = float(self.target_delta) if noisy else 0.0
         self.noise_multiplier_ = sigmas
-        self.participation_ = counts
-        self.messages_ = messages
-        self.n_features_in_ = len(self.schema)
-        return self
 
-    def _user_step(
+    def _local_round(
         self,
-        i: int,
-        train: tuple[Tensor, Tensor],
-        held: tuple[Tensor, Tensor],
-        general: nn.Module,
-        privates: list[nn.Sequential],
-        gates: list[nn.Linear],
-        private_opts: Sequence[torch.optim.Optimizer],
-        gate_opts: Sequence[torch.optim.Optimizer],
-        rate: float,
-        sigma: float,
-        gen: torch.Generator,
-    ) -> list[Tensor]:
+        users: _Users,
+        general: nn.Sequential,
+        round_: int,
+        chosen: np.ndarray,
+        global_params: list[Tensor],
+        local_term: LocalTerm,
+    ) -> ClientUpdates:
+        """One round at the chosen users (``global_params`` are ``general``'s parameters)."""
+        sent: list[list[Tensor]] = []
+        events: list[list[DPEvent]] = []
+        for i in chosen.tolist():
+            sent.append(self._user_step(i, users, general))
+            sigma, rate = float(users.sigmas[i]), users.rates[i]
+            noisy = self.dp and sigma > 0
+            events.append(
+                [DPEvent(mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=rate)]
+                if noisy
+                else []
+            )
+            if self.record_messages:
+                users.messages.append({"round": round_, "user": i, "gradient": sent[-1]})
+        return ClientUpdates([torch.stack(grads) for grads in zip(*sent, strict=True)], events)
+
+    def _user_step(self, i: int, users: _Users, general: nn.Module) -> list[Tensor]:
         """Algorithm 1 (or 2) at user ``i`` for one minibatch; returns the message g_G / L."""
-        X, y = train
+        X, y = users.train[i]
+        private, gate, gen = users.privates[i], users.gates[i], users.generators[i]
+        rate, sigma = users.rates[i], float(users.sigmas[i])
         L = rate * len(X)
         names = [k for k, _ in general.named_parameters()]
         batch = poisson_sample(len(X), rate, gen)
         Xb, yb = X[batch], y[batch]
         if len(Xb) > 0:
             grads, _ = general_gradients(
-                general, privates[i], gates[i], Xb, yb,
+                general, private, gate, Xb, yb,
                 algorithm=self.algorithm, task=self.task,
                 max_grad_norm=self.max_grad_norm if self.dp else None,
             )  # fmt: skip
@@ -401,21 +418,21 @@ class DomainExpertsFL(BaseEstimator):
         # Private expert: noise-free step on the mixture loss of the same batch (lines 9, 18).
         if len(Xb) > 0:
             with torch.no_grad():
-                out_G, alpha = general(Xb), torch.sigmoid(gates[i](Xb)[:, 0])
-            pred = mixture_output(out_G, privates[i](Xb), alpha, self.task)
-            private_opts[i].zero_grad()
+                out_G, alpha = general(Xb), torch.sigmoid(gate(Xb)[:, 0])
+            pred = mixture_output(out_G, private(Xb), alpha, self.task)
+            users.private_opts[i].zero_grad()
             (mixture_loss(pred, yb, self.task).sum() / L).backward()
-            private_opts[i].step()
+            users.private_opts[i].step()
         # Gate: a sample of the held-out split H (lines 11-16, 19).
-        Xh, yh = held
+        Xh, yh = users.held[i]
         hb = poisson_sample(len(Xh), min(1.0, L / len(Xh)), gen)
         if bool(hb.any()):
             with torch.no_grad():
-                out_G, out_P = general(Xh[hb]), privates[i](Xh[hb])
-            pred = mixture_output(out_G, out_P, torch.sigmoid(gates[i](Xh[hb])[:, 0]), self.task)
-            gate_opts[i].zero_grad()
+                out_G, out_P = general(Xh[hb]), private(Xh[hb])
+            pred = mixture_output(out_G, out_P, torch.sigmoid(gate(Xh[hb])[:, 0]), self.task)
+            users.gate_opts[i].zero_grad()
             mixture_loss(pred, yh[hb], self.task).mean().backward()
-            gate_opts[i].step()
+            users.gate_opts[i].step()
         return message
 
     # ---- prediction -----------------------------------------------------------------------

@@ -1,25 +1,21 @@
 """DP federated learning over MLPs: clients train locally, a server aggregates.
 
-:class:`FederatedMLP` holds the round loop, client sampling, local training on the stacked engine
-(all participants of a round train at once) and the privacy accounting; subclasses give the
-server update.  DPFedAvg, DPFedProx, DPFedAdam (pubsub-ml.txt §7.3, the "(V)" baselines),
-:func:`min_epsilon` (§8.2.1) live in :mod:`pubsubml.methods.federated.strategies`, and
-:func:`fine_tune` (the "(F)" baselines) in :mod:`pubsubml.methods.federated.finetune`; the
-package :mod:`pubsubml.methods.federated` exports them all.  Two kinds of DP:
+:class:`FederatedMLP` is the estimator base of the DP federated baselines (pubsub-ml.txt §7.3;
+DPFedAvg, DPFedProx and DPFedAdam in :mod:`~pubsubml.methods.federated.baselines`): it validates
+and encodes the clients' data, trains each round's chosen clients together on the stacked DP-SGD
+engine, and runs them through the shared round loop
+(:func:`~pubsubml.methods.federated.loop.run_federation`) with its subclass's server strategy
+(:mod:`~pubsubml.methods.federated.strategies`) and, for DP, one of the two wrappers of
+:mod:`~pubsubml.methods.federated.dp`:
 
-* ``dp=True`` / ``"local"``: record-level DP at every client, whose accountant records exactly the
-  DP-SGD steps it ran, round after round.  The server sees only DP outputs, so aggregation is
-  post-processing (§3.1, Theorem 2).  Sampling gives no amplification (a chosen client runs all
-  its steps): every client takes part ⌊R·m/N⌋ or ⌈R·m/N⌉ times and σ covers the larger count.
-* ``dp="central"``: client-level DP by a trusted server (McMahan et al. 2018; §7.3 "the server
-  adds noise").  Each round each client takes part with probability ``q = client_fraction``
-  (Poisson), trains without noise and sends its model; the server clips each update to norm
-  C = ``max_grad_norm``, adds N(0, σ²C²) to the sum and divides by ``qN`` (clients weigh the same),
-  one subsampled-Gaussian event per round.  The unit of privacy is a whole client: adding or
-  removing one client changes the sum by at most C.  Changing one record *inside* a client that
-  takes part moves its clipped update by up to 2C (replace-one), so at the record level the same σ
-  gives only the guarantee of two add/remove steps (group privacy of size 2), not ε.  The server
-  sees every client's model in the clear: it must be trusted.
+* ``dp=True`` / ``"local"``: record-level DP at every client (:class:`LocalDP`), whose accountant
+  records exactly the DP-SGD steps it ran, round after round.  Sampling gives no amplification
+  (a chosen client runs all its steps): every client takes part ⌊R·m/N⌋ or ⌈R·m/N⌉ times and σ
+  covers the larger count.
+* ``dp="central"``: client-level DP by a trusted server (:class:`CentralDP`, McMahan et al. 2018;
+  §7.3 "the server adds noise"): Poisson client sampling at ``q = client_fraction``, clients train
+  without noise, the server clips each update to C = ``max_grad_norm`` and adds N(0, σ²C²) to the
+  sum, one subsampled-Gaussian event per round.  The unit of privacy is a whole client.
 """
 
 from __future__ import annotations
@@ -28,89 +24,79 @@ import dataclasses
 import math
 from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import numpy as np
 import pandas as pd
 import torch
 from sklearn.base import BaseEstimator
+from torch import Tensor
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.methods.federated.dp import CentralDP, LocalDP, noise_multipliers
 from pubsubml.methods.federated.finetune import GlobalModelMixin
-from pubsubml.privacy.accountant import PrivacyAccountant, check_delta
-from pubsubml.privacy.calibration import calibrate_noise
+from pubsubml.methods.federated.loop import (
+    ClientUpdates,
+    LocalTerm,
+    LocalTraining,
+    Strategy,
+    participation,
+    run_federation,
+)
+from pubsubml.privacy.accountant import check_delta
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import GradHook
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["Client", "FederatedMLP", "client_schedule"]
+__all__ = ["Client", "FederatedMLP"]
 
 Client = tuple[pd.DataFrame, Any]
 _DP_MODES: dict[Any, str] = {True: "local", "local": "local", "central": "central", False: "none"}
 
 
-def client_schedule(n_clients: int, per_round: int, rounds: int, seed: int) -> list[np.ndarray]:
-    """Which clients take part in each round: consecutive blocks of shuffled passes over all.
+@dataclasses.dataclass
+class _StackedClients:
+    """Local training of a round's chosen clients, all at once on the stacked DP-SGD engine."""
 
-    Every client takes part ⌊R·m/N⌋ or ⌈R·m/N⌉ times.
+    Xs: list[Tensor]
+    ys: list[Tensor]
+    configs: list[DPSGDConfig]
+    activation: str
+    loss: str
+    seed: int
 
-    Returns
-    -------
-    list of ``rounds`` sorted int arrays of length ``per_round``
-
-    Examples
-    --------
-    >>> rounds = client_schedule(4, 2, 3, seed=0)
-    >>> sorted(np.bincount(np.concatenate(rounds), minlength=4).tolist())
-    [1, 1, 2, 2]
-    """
-    if not 1 <= per_round <= n_clients or rounds < 0:
-        raise ValueError(
-            f"need 1 <= per_round <= n_clients and rounds >= 0, got per_round={per_round}, "
-            f"n_clients={n_clients}, rounds={rounds}"
+    def __call__(
+        self, round_: int, chosen: np.ndarray, global_params: list[Tensor], local_term: LocalTerm
+    ) -> ClientUpdates:
+        """Every chosen client starts from the global model; returns their models and events."""
+        k, params = len(chosen), global_params
+        stack = MLPStack(
+            [params[i].unsqueeze(0).repeat(k, 1, 1) for i in range(0, len(params), 2)],
+            [params[i].unsqueeze(0).repeat(k, 1) for i in range(1, len(params), 2)],
+            self.activation,
         )
-    rng = np.random.default_rng(seed)
-    order: list[int] = []
-    out = []
-    for _ in range(rounds):
-        if len(order) < per_round:
-            # Append a whole new pass (every client once).  The clients still owed by the current
-            # pass go last in the new one, so no client is chosen twice in a round.
-            owed = set(order)
-            perm = rng.permutation(n_clients).tolist()
-            order += [c for c in perm if c not in owed] + [c for c in perm if c in owed]
-        out.append(np.sort(np.asarray(order[:per_round])))
-        del order[:per_round]
-    return out
+        results = train_dp_stacked(
+            stack,
+            [self.Xs[c] for c in chosen],
+            [self.ys[c] for c in chosen],
+            configs=[self.configs[c] for c in chosen],
+            generators=[
+                torch.Generator().manual_seed(self.seed + round_ * 100_003 + int(c)) for c in chosen
+            ],
+            loss=self.loss,
+            grad_hook=local_term(stack.flat[:1].clone()),
+        )
+        return ClientUpdates(stack.parameters(), [res.events for res in results])
 
 
-def _privatize(
-    params: list[torch.Tensor],
-    clients: list[torch.Tensor] | None,
-    C: float,
-    sigma: float,
-    denominator: float,
-    gen: torch.Generator,
-) -> list[torch.Tensor]:
-    """One virtual client ``w + (Σ_k clip_C(w_k − w) + N(0, σ²C²)) / denominator`` (k, 1, …)."""
-    flat = torch.cat([p.reshape(-1) for p in params])
-    total = torch.randn(flat.shape, generator=gen).mul_(sigma * C)
-    if clients is not None:
-        deltas = torch.cat([c.reshape(c.shape[0], -1) for c in clients], 1) - flat
-        norms = torch.linalg.vector_norm(deltas, dim=1, keepdim=True)
-        total += (deltas * (C / (norms + 1e-12)).clamp(max=1.0)).sum(0)
-    out = (flat + total / denominator).split([p.numel() for p in params])
-    return [o.reshape(1, *p.shape) for o, p in zip(out, params, strict=True)]
-
-
+@dataclasses.dataclass(kw_only=True, eq=False, repr=False)
 class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
     """Base of the DP federated baselines over MLPs: rounds of local training, then aggregation.
 
-    Subclasses implement :meth:`aggregate` (the server update); they may also set up server state
-    (:meth:`_reset_server`) and add a data-independent term to the local gradients
-    (:meth:`_grad_hook`).
+    Subclasses give the server strategy (:meth:`server_strategy`); they declare only the
+    parameters of their own (dataclass fields, which scikit-learn's ``get_params`` reads from the
+    generated ``__init__``).
 
     Parameters
     ----------
@@ -152,6 +138,8 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
     module_ : torch.nn.Sequential
         The global model.
     classes_ : ndarray (classification)
+    strategy_ : Strategy
+        The server strategy of the last fit, with its final state.
     client_events_ : list of list of DPEvent
         The DP events that read each client's data (central: the server's, for every client).
     client_epsilons_ : ndarray of shape (n_clients,)
@@ -165,83 +153,33 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         Rounds each client took part in.
     """
 
-    def __init__(
-        self,
-        *,
-        schema: FeatureSchema,
-        task: Literal["classification", "regression"] = "classification",
-        classes: Sequence[Any] | None = None,
-        hidden_layer_sizes: tuple[int, ...] = (100, 50),
-        activation: str = "tanh",
-        rounds: int = 30,
-        local_epochs: int = 1,
-        batch_size: int = 100,
-        client_fraction: float = 0.1,
-        lr: float = 1e-3,
-        optimizer: Literal["adam", "sgd"] = "adam",
-        dp: bool | Literal["local", "central"] = True,
-        target_epsilon: float = 1.0,
-        target_delta: float = 1e-4,
-        noise_multiplier: float | None = None,
-        max_grad_norm: float = 1.0,
-        accountant: Literal["pld", "rdp"] = "pld",
-        random_state: int = 0,
-    ) -> None:
-        self.schema = schema
-        self.task = task
-        self.classes = classes
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.activation = activation
-        self.rounds = rounds
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.client_fraction = client_fraction
-        self.lr = lr
-        self.optimizer = optimizer
-        self.dp = dp
-        self.target_epsilon = target_epsilon
-        self.target_delta = target_delta
-        self.noise_multiplier = noise_multiplier
-        self.max_grad_norm = max_grad_norm
-        self.accountant = accountant
-        self.random_state = random_state
+    schema: FeatureSchema
+    task: Literal["classification", "regression"] = "classification"
+    classes: Sequence[Any] | None = None
+    hidden_layer_sizes: tuple[int, ...] = (100, 50)
+    activation: str = "tanh"
+    rounds: int = 30
+    local_epochs: int = 1
+    batch_size: int = 100
+    client_fraction: float = 0.1
+    lr: float = 1e-3
+    optimizer: Literal["adam", "sgd"] = "adam"
+    dp: bool | Literal["local", "central"] = True
+    target_epsilon: float = 1.0
+    target_delta: float = 1e-4
+    noise_multiplier: float | None = None
+    max_grad_norm: float = 1.0
+    accountant: Literal["pld", "rdp"] = "pld"
+    random_state: int = 0
 
-    # ---- server strategy ------------------------------------------------------------------
     @abstractmethod
-    def aggregate(
-        self,
-        global_params: list[torch.Tensor],
-        client_params: list[torch.Tensor],
-        weights: torch.Tensor,
-    ) -> list[torch.Tensor]:
-        """The server update of one round.
+    def server_strategy(self) -> Strategy:
+        """A fresh server strategy for one fit (raises ValueError on bad strategy parameters)."""
 
-        Parameters
-        ----------
-        global_params : list of Tensor of shape param.shape
-            The global model before the round (W0, b0, W1, b1, …).
-        client_params : list of Tensor of shape (k, *param.shape)
-            The ``k`` participants' models after local training, stacked.
-        weights : Tensor of shape (k,)
-            Client weights ``n_k / Σ n_k``.
-
-        Returns
-        -------
-        list of Tensor: the new global parameters
-        """
-
-    def _reset_server(self, global_params: list[torch.Tensor]) -> None:
-        """Set up server state (e.g. optimizer moments) at the start of :meth:`fit`; none here."""
-
-    def _grad_hook(self, center: torch.Tensor) -> GradHook | None:
-        """A data-independent term for the local gradients, given the global model flat as
-        (1, P) (:func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`); none here."""
-        return None
-
-    # ---- training -------------------------------------------------------------------------
+    # ---- inputs ---------------------------------------------------------------------------
     def _encode_clients(
         self, clients: Sequence[Client], private: bool = False
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor], np.ndarray | None]:
+    ) -> tuple[list[Tensor], list[Tensor], np.ndarray | None]:
         if not isinstance(self.schema, FeatureSchema):
             raise TypeError("schema must be a FeatureSchema (inputs use its public bounds)")
         if len(clients) == 0:
@@ -263,27 +201,28 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         codes = [check_labels(y, labels.tolist(), n)[1] for n, y in pairs]
         return Xs, [torch.from_numpy(c) for c in codes], labels
 
-    def _noise(
-        self, steps_per_round: list[int], rates: list[float], max_rounds: int
-    ) -> list[float]:
+    def _dp_mode(self) -> str:
+        if not 0 < self.client_fraction <= 1 or self.rounds < 1 or self.local_epochs < 1:
+            raise ValueError("need 0 < client_fraction <= 1, rounds >= 1 and local_epochs >= 1")
+        mode = _DP_MODES.get(self.dp) if isinstance(self.dp, bool | str) else None
+        if mode is None:
+            raise ValueError(f"dp must be True, False, 'local' or 'central', got {self.dp!r}")
+        if mode != "none" and not self.max_grad_norm > 0:
+            raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
+        return mode
+
+    def _noise(self, sample_rates: list[float], total_steps: list[int]) -> list[float]:
+        """σ per release: ``noise_multiplier``, or calibrated to the target (ε, δ)."""
         if self.noise_multiplier is not None:
             if not self.noise_multiplier > 0:
                 raise InvalidPrivacyParameterError("noise_multiplier must be > 0")
-            return [float(self.noise_multiplier)] * len(rates)
-        cache: dict[tuple[float, int], float] = {}
-        out = []
-        for q, k in zip(rates, steps_per_round, strict=True):
-            key = (q, k * max_rounds)
-            if key not in cache:
-                cache[key] = float(
-                    calibrate_noise(
-                        self.target_epsilon, self.target_delta, q, k * max_rounds, self.accountant
-                    )
-                )
-            out.append(cache[key])
-        return out
+            return [float(self.noise_multiplier)] * len(sample_rates)
+        return noise_multipliers(
+            self.target_epsilon, self.target_delta, sample_rates, total_steps, self.accountant
+        )
 
-    def fit(self, clients: Sequence[Client]) -> FederatedMLP:
+    # ---- training -------------------------------------------------------------------------
+    def fit(self, clients: Sequence[Client]) -> Self:
         """Run ``rounds`` rounds over ``clients`` (each a ``(DataFrame, labels)`` pair).
 
         Returns
@@ -293,31 +232,22 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         Raises
         ------
         ValueError
-            Bad ``client_fraction``, ``rounds``, ``local_epochs`` or ``dp``.
+            Bad ``client_fraction``, ``rounds``, ``local_epochs``, ``dp`` or strategy parameters.
         InvalidPrivacyParameterError
             σ ≤ 0, C ≤ 0, δ ≥ 1 / n_c for a client of n_c records (local DP) or
             δ ≥ 1 / n_clients (central DP).
         DataValidationError, LabelError
             Malformed client data.
         """
-        if not 0 < self.client_fraction <= 1 or self.rounds < 1 or self.local_epochs < 1:
-            raise ValueError("need 0 < client_fraction <= 1, rounds >= 1 and local_epochs >= 1")
-        mode = _DP_MODES.get(self.dp) if isinstance(self.dp, bool | str) else None
-        if mode is None:
-            raise ValueError(f"dp must be True, False, 'local' or 'central', got {self.dp!r}")
-        if mode != "none" and not self.max_grad_norm > 0:
-            raise InvalidPrivacyParameterError("max_grad_norm must be > 0")
+        strategy = self.server_strategy()
+        mode = self._dp_mode()
         Xs, ys, classes = self._encode_clients(clients, private=mode != "none")
-        N, q, ns = len(Xs), float(self.client_fraction), [len(X) for X in Xs]
-        per_round = max(1, round(q * N))
-        schedule = client_schedule(N, per_round, self.rounds, self.random_state)
+        N, ns = len(Xs), [len(X) for X in Xs]
         if mode == "local":  # record-level DP at each client: δ < 1 / n_c
             for n_c in ns:
                 check_delta(self.target_delta, n_c)
-        if mode == "central":  # Poisson client sampling: what the accounted event assumes
-            check_delta(self.target_delta, N)  # one client is the unit of privacy
-            rng = np.random.default_rng((self.random_state, 1))
-            schedule = [np.flatnonzero(rng.random(N) < q) for _ in range(self.rounds)]
+        if mode == "central":  # one client is the unit of privacy
+            check_delta(self.target_delta, N)
         base = DPSGDConfig(
             batch_size=self.batch_size,
             epochs=self.local_epochs,
@@ -326,54 +256,44 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
             private=mode == "local",
             max_grad_norm=self.max_grad_norm,
         )
-        rates, steps = [base.sample_rate_for(n) for n in ns], [base.steps_for(n) for n in ns]
-        max_rounds = int(np.bincount(np.concatenate(schedule), minlength=N).max())
-        sigmas = self._noise(steps, rates, max_rounds) if mode == "local" else [0.0] * N
-        configs = [dataclasses.replace(base, noise_multiplier=s) for s in sigmas]
-        server_sigma = self._noise([self.rounds], [q], 1)[0] if mode == "central" else 0.0
-        n_out = 1 if classes is None else len(classes)
-        sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
-        root = torch.Generator().manual_seed(self.random_state)
-        params = [p.detach().clone() for p in init_mlp(sizes, self.activation, root).parameters()]
-        self._reset_server(params)
-        accountants = [PrivacyAccountant(backend=self.accountant) for _ in range(N + 1)]
-        server_gen = torch.Generator().manual_seed(self.random_state * 1_000_003 + 7)
-        seed = self.random_state * 1_000_003
-        for r, chosen in enumerate(schedule):
-            k, trained = len(chosen), None
-            if k:
-                stack = MLPStack(
-                    [params[i].unsqueeze(0).repeat(k, 1, 1) for i in range(0, len(params), 2)],
-                    [params[i].unsqueeze(0).repeat(k, 1) for i in range(1, len(params), 2)],
-                    self.activation,
-                )
-                results = train_dp_stacked(
-                    stack,
-                    [Xs[c] for c in chosen],
-                    [ys[c] for c in chosen],
-                    configs=[configs[c] for c in chosen],
-                    generators=[
-                        torch.Generator().manual_seed(seed + r * 100_003 + int(c)) for c in chosen
-                    ],
-                    loss="cross_entropy" if self.task == "classification" else "mse",
-                    grad_hook=self._grad_hook(stack.flat[:1].clone()),
-                )
-                trained = stack.parameters()
-                for c, res in zip(chosen, results, strict=True):
-                    if res.private:  # what ran, step by step (merged into one event per client)
-                        accountants[c].step(
-                            noise_multiplier=res.noise_multiplier,
-                            sample_rate=res.sample_rate,
-                            steps=res.steps,
-                        )
-            if mode == "central":  # the server's release (every round, even an empty one)
-                accountants[N].step(noise_multiplier=server_sigma, sample_rate=q, steps=1)
-                C = float(self.max_grad_norm)
-                virtual = _privatize(params, trained, C, server_sigma, q * N, server_gen)
-                params = self.aggregate(params, virtual, torch.ones(1))
-            elif trained is not None:
-                w = torch.tensor([ns[c] for c in chosen], dtype=torch.float32)
-                params = self.aggregate(params, trained, w / w.sum())
+        server: Strategy = strategy
+        if mode == "central":
+            server = CentralDP(
+                strategy,
+                noise_multiplier=self._noise([float(self.client_fraction)], [self.rounds])[0],
+                clip_norm=self.max_grad_norm,
+                n_clients=N,
+                seed=self.random_state,
+                backend=self.accountant,
+            )
+        schedule = server.sample(N, self.rounds, self.random_state)
+        counts = participation(schedule, N)
+        sigmas = [0.0] * N
+        if mode == "local":  # σ covers the most rounds any client takes part in
+            steps = [base.steps_for(n) * int(counts.max()) for n in ns]
+            sigmas = self._noise([base.sample_rate_for(n) for n in ns], steps)
+        local_training: LocalTraining = _StackedClients(
+            Xs,
+            ys,
+            [dataclasses.replace(base, noise_multiplier=s) for s in sigmas],
+            self.activation,
+            "cross_entropy" if self.task == "classification" else "mse",
+            seed=self.random_state * 1_000_003,
+        )
+        if mode == "local":
+            local_training = LocalDP(local_training, N, self.accountant)
+        sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, 1 if classes is None else len(classes))
+        init = init_mlp(sizes, self.activation, torch.Generator().manual_seed(self.random_state))
+        params = [p.detach().clone() for p in init.parameters()]
+        params = run_federation(params, schedule, local_training, server, ns)
+        self._set_global_model(sizes, params, classes)
+        self.strategy_ = strategy
+        self._set_privacy(mode, local_training, server, np.asarray(sigmas), counts)
+        return self
+
+    def _set_global_model(
+        self, sizes: tuple[int, ...], params: list[Tensor], classes: np.ndarray | None
+    ) -> None:
         module = init_mlp(sizes, self.activation, torch.Generator().manual_seed(0))
         with torch.no_grad():
             for p, v in zip(module.parameters(), params, strict=True):
@@ -381,14 +301,29 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         self.module_ = module
         if classes is not None:
             self.classes_ = classes
-        accountants = accountants[N:] * N if mode == "central" else accountants[:N]
-        eps = np.array([a.get_epsilon(self.target_delta) if a.events else 0.0 for a in accountants])
-        self.client_events_: list[list[DPEvent]] = [list(a.events) for a in accountants]
+        self.n_features_in_ = len(self.schema)
+
+    def _set_privacy(
+        self,
+        mode: str,
+        local_training: LocalTraining,
+        server: Strategy,
+        sigmas: np.ndarray,
+        counts: np.ndarray,
+    ) -> None:
+        n_clients = len(counts)
+        events: list[list[DPEvent]] = [[] for _ in range(n_clients)]
+        eps = np.zeros(n_clients)
+        if isinstance(local_training, LocalDP):
+            events = local_training.client_events()
+            eps = local_training.client_epsilons(self.target_delta, idle=0.0)
+        if isinstance(server, CentralDP):
+            events, eps = server.client_events(), server.client_epsilons(self.target_delta)
+            sigmas = np.asarray([server.noise_multiplier])
+        self.client_events_ = events
         self.client_epsilons_ = eps
         self.epsilon_ = float(eps.max()) if mode != "none" else math.inf
         self.delta_ = float(self.target_delta) if mode != "none" else 0.0
         self.privacy_unit_ = {"local": "record", "central": "client"}.get(mode)
-        self.noise_multiplier_ = np.asarray([server_sigma] if mode == "central" else sigmas)
-        self.participation_ = np.bincount(np.concatenate(schedule), minlength=N).astype(int)
-        self.n_features_in_ = len(self.schema)
-        return self
+        self.noise_multiplier_ = sigmas
+        self.participation_ = counts

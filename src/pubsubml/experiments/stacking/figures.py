@@ -1,40 +1,47 @@
 """Tables and figures of the stacking experiments (pfl-stacking.txt §4).
 
-:func:`summary_table` reduces per-client records to mean ± SE per setting; the plotting helpers draw
-the panels of the paper's Figures 2–6; :func:`write_graph` writes one federation's contribution
-graph with the centrality ranking of its clients.
+:func:`summary_table` reduces per-client records to mean ± SE over seeds per setting; the plotting
+helpers draw the panels of the paper's Figures 2–6 and ``*_figure`` puts them together for one
+experiment.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import networkx as nx
 import numpy as np
 import pandas as pd
 
-from pubsubml.experiments.runner import mean_se_label, summarize, write_results
-from pubsubml.experiments.stacking.protocol import normalized_graph
-from pubsubml.methods.pubsub.contributions import rank_publishers
+from pubsubml.experiments.reports import mean_se_label, summarize
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
+    "BALANCE_BINS",
     "METRICS",
     "binned_plot",
     "dp_bars",
+    "importance_matrix",
+    "label_figure",
+    "natural_figure",
     "param_lines",
     "per_seed",
+    "quantity_figure",
     "summary_table",
-    "write_graph",
+    "vertical_figure",
 ]
 
 
 METRICS = ("gain", "gain_auc", "bacc", "private_bacc", "auc", "self_importance")
+"""The per-client metrics of the summary tables."""
+BALANCE_BINS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+"""Bins of a client's positive-label share in the importance matrix (Fig. 3f)."""
 
 
 def per_seed(frame: pd.DataFrame, by: Sequence[str], values: Sequence[str]) -> pd.DataFrame:
@@ -70,12 +77,13 @@ def summary_table(clients: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 def binned_plot(
     ax: Any, frame: pd.DataFrame, x: str, y: str, label: str, bins: int = 5, **kw: Any
 ) -> None:
+    """Mean ± SE of ``y`` in (at most ``bins``) quantile bins of ``x``; nothing if ``x`` is fixed."""
     if frame.empty or frame[x].nunique() < 2:
         return
     cut = pd.qcut(frame[x], q=min(bins, frame[x].nunique()), duplicates="drop")
     g = frame.groupby(cut, observed=True)
     xm, ym = g[x].mean(), g[y].mean()
-    se: pd.Series = g[y].std(ddof=1).fillna(0.0) / np.sqrt(g[y].count())
+    se = g[y].sem().fillna(0.0)
     ax.errorbar(xm, ym, yerr=se, marker="o", capsize=3, label=label, **kw)
 
 
@@ -108,6 +116,7 @@ def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> 
 
 
 def param_lines(ax: Any, clients: pd.DataFrame, param: str, xlabel: str) -> None:
+    """Gain vs ``param`` (mean ± SE over seeds), held-out and pooled, public ``rf``."""
     rf = clients[(clients.public == "rf") & (clients.models == "rf")]
     seeds = per_seed(rf, [param, "variant"], ["gain"])
     for variant in ("held_out", "pooled"):
@@ -121,87 +130,166 @@ def param_lines(ax: Any, clients: pd.DataFrame, param: str, xlabel: str) -> None
     ax.legend(fontsize=7)
 
 
-def write_graph(
-    name: str,
-    clients: pd.DataFrame,
-    edges: pd.DataFrame,
-    where: dict[str, Any],
-    attr: str,
-    out_dir: Path,
-    notes: str,
-) -> None:
-    """The contribution graph of seed 0 at ``where`` (rf, held-out), averaged over repeats."""
-    sel_c = clients[
-        (clients.seed == 0) & (clients.public == "rf") & (clients.variant == "held_out")
+def quantity_figure(clients: pd.DataFrame, values: Sequence[float], dataset: str) -> Figure:
+    """§4.1, Fig. 2: gain vs ``a``; gain, importance and self-importance vs a client's share."""
+    rf = clients[clients.models == "rf"]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8), layout="constrained")
+    param_lines(axes[0, 0], clients, "a", "power-law a (1 = equal shares)")
+    ho = rf[(rf.public == "rf") & (rf.variant == "held_out")]
+    binned_plot(axes[0, 1], ho, "share", "gain", "held_out")
+    axes[0, 1].set(xlabel="client data share", ylabel="balanced accuracy gain")
+    binned_plot(axes[0, 2], ho, "share", "importance", "held_out")
+    axes[0, 2].set(xlabel="client data share", ylabel="importance")
+    for variant in ("held_out", "pooled"):
+        binned_plot(
+            axes[1, 0],
+            rf[(rf.public == "rf") & (rf.variant == variant)],
+            "share",
+            "self_importance",
+            variant,
+        )
+    axes[1, 0].set(xlabel="client data share", ylabel="self-importance")
+    axes[1, 0].legend(fontsize=7)
+    dp_bars(axes[1, 1], clients, f"a = {values[0]}: public model kinds")
+    axes[1, 2].set_visible(False)
+    fig.suptitle(f"Quantity skew ({dataset})")
+    return fig
+
+
+def importance_matrix(edges: pd.DataFrame) -> pd.DataFrame:
+    """§4.2, Fig. 3f: mean weight by subscriber (rows) and publisher (columns) label balance.
+
+    Held-out stacking with the public ``rf``; balances binned by 0.2.
+    """
+    e = edges[(edges.models == "rf") & (edges.public == "rf") & (edges.variant == "held_out")]
+    rows = pd.cut(e.client_balance, BALANCE_BINS, include_lowest=True)
+    cols = pd.cut(e.publisher_balance, BALANCE_BINS, include_lowest=True)
+    return e.groupby([rows, cols], observed=False)["weight"].mean().unstack()
+
+
+def label_figure(
+    clients: pd.DataFrame, matrix: pd.DataFrame, values: Sequence[float], dataset: str
+) -> Figure:
+    """§4.2, Fig. 3: gain vs α; gain, importance, self-importance vs label balance; ``matrix``."""
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8), layout="constrained")
+    param_lines(axes[0, 0], clients, "alpha", "Dirichlet α")
+    axes[0, 0].set_xscale("log")
+    ho = rf[rf.variant == "held_out"]
+    binned_plot(axes[0, 1], ho, "balance", "gain", "held_out")
+    axes[0, 1].set(xlabel="client positive-label share", ylabel="balanced accuracy gain")
+    binned_plot(axes[0, 2], ho, "balance", "importance", "held_out")
+    axes[0, 2].set(xlabel="client positive-label share", ylabel="importance")
+    im = axes[1, 0].imshow(matrix.to_numpy(dtype=float), origin="lower", cmap="viridis")
+    ticks = [f"{b:.1f}" for b in BALANCE_BINS[1:]]
+    axes[1, 0].set_xticks(range(len(ticks)), ticks)
+    axes[1, 0].set_yticks(range(len(ticks)), ticks)
+    axes[1, 0].set(
+        xlabel="publisher label balance (bin upper edge)",
+        ylabel="subscriber label balance",
+        title="mean assigned importance",
+    )
+    fig.colorbar(im, ax=axes[1, 0])
+    dp_bars(axes[1, 1], clients, f"α = {values[1]}: public model kinds")
+    for variant in ("held_out", "pooled"):
+        binned_plot(axes[1, 2], rf[rf.variant == variant], "balance", "self_importance", variant)
+    axes[1, 2].set(xlabel="client positive-label share", ylabel="self-importance")
+    axes[1, 2].legend(fontsize=7)
+    fig.suptitle(f"Label skew ({dataset})")
+    return fig
+
+
+def vertical_figure(
+    clients: pd.DataFrame, edges: pd.DataFrame, ps: Sequence[float], dataset: str
+) -> Figure:
+    """§4.3, Fig. 4, App. A Fig. 6: gain over (p, ε_noise), importance vs Jaccard, self-importance.
+
+    The last panel compares the DP public kinds at the middle ``p`` (held-out), for shared and
+    disjoint rows and with DP defaults.
+    """
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    noisy = rf[(rf.defaults == "noisy") & (rf.rows == "all")]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
+    scale = max(0.02, float(noisy.groupby(["variant", "p", "noise"])["gain"].mean().abs().max()))
+    for ax, variant in zip(axes[0, :2], ("held_out", "pooled"), strict=True):
+        _gain_heatmap(fig, ax, noisy[noisy.variant == variant], variant, scale)
+    e = edges[
+        (edges.models == "rf")
+        & (edges.public == "rf")
+        & (edges.variant == "held_out")
+        & (edges.defaults == "noisy")
+        & (edges.rows == "all")
     ]
-    sel_e = edges[(edges.seed == 0) & (edges.public == "rf") & (edges.variant == "held_out")]
-    for key, value in where.items():
-        sel_c, sel_e = sel_c[sel_c[key] == value], sel_e[sel_e[key] == value]
-    mean_w = sel_e.groupby(["client", "publisher"], sort=False)["weight"].mean()
-    reports: dict[str, dict[str, float]] = {}
-    for (sub, pub), w in zip(mean_w.index.tolist(), mean_w.to_numpy(), strict=True):
-        reports.setdefault(str(sub), {})[str(pub)] = float(w)
-    graph = normalized_graph(reports)
-    strength = dict(rank_publishers(graph, centrality="in_strength"))
-    pagerank = dict(rank_publishers(graph, centrality="pagerank"))
-    info = sel_c.groupby("client", sort=False)[[attr, "self_importance", "gain"]].mean()
-    ranking = pd.DataFrame(
-        [
-            {
-                "rank": i + 1,
-                "client": c,
-                attr: info.loc[c, attr],
-                "in_strength": s,
-                "pagerank": pagerank.get(c, 0.0),
-                "self_importance": info.loc[c, "self_importance"],
-                "gain": info.loc[c, "gain"],
-            }
-            for i, (c, s) in enumerate(sorted(strength.items(), key=lambda t: (-t[1], t[0])))
-        ]
+    binned_plot(axes[0, 2], e, "jaccard", "weight", "held_out", bins=6)
+    axes[0, 2].set(xlabel="Jaccard similarity of feature sets", ylabel="assigned importance")
+    for variant in ("held_out", "pooled"):
+        v = noisy[noisy.variant == variant]
+        s = v.groupby("p")["self_importance"].agg(["mean", "sem"])
+        axes[1, 0].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
+        s = v.groupby("noise")["self_importance"].agg(["mean", "sem"])
+        axes[1, 1].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
+    axes[1, 0].set(xlabel="proportion p", ylabel="self-importance")
+    axes[1, 1].set(xlabel="ε_noise", ylabel="self-importance")
+    axes[1, 0].legend(fontsize=7)
+    axes[1, 1].legend(fontsize=7)
+    held_out = clients[clients.variant == "held_out"].copy()
+    held_out["setting"] = np.where(
+        held_out.defaults == "dp", held_out.rows + ", DP defaults", held_out.rows
     )
-    table = pd.DataFrame(
-        [{"subscriber": a, "publisher": b, "weight": w} for a, b, w in graph.edges(data="weight")]
+    dp_bars(axes[1, 2], held_out, f"p = {ps[len(ps) // 2]}, held-out: public kinds", by="setting")
+    fig.suptitle(f"Vertical partitioning ({dataset})")
+    return fig
+
+
+def _gain_heatmap(fig: Figure, ax: Any, noisy: pd.DataFrame, variant: str, scale: float) -> None:
+    """Mean gain over (p, ε_noise): per federation, then over federations."""
+    per_fed = noisy.groupby(["p", "noise", "seed", "fold"])["gain"]
+    heat = per_fed.mean().groupby(["p", "noise"]).mean().unstack()
+    im = ax.imshow(
+        heat.to_numpy(dtype=float),
+        origin="lower",
+        cmap="RdBu",
+        vmin=-scale,
+        vmax=scale,
+        aspect="auto",
     )
-    fig, ax = plt.subplots(figsize=(7, 5.5))
-    pos = nx.circular_layout(graph)
-    top = max(strength.values(), default=0.0) or 1.0
-    sizes = [200 + 1800 * strength.get(n, 0.0) / top for n in graph.nodes]
-    weights = np.array([w for _, _, w in graph.edges(data="weight")], dtype=float)
-    heavy = float(weights.max()) if weights.size and weights.max() > 0 else 1.0
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=sizes, node_color="#9ecae1")
-    nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
-    nx.draw_networkx_edges(
-        graph,
-        pos,
-        ax=ax,
-        node_size=sizes,
-        width=list(0.3 + 3.5 * weights / heavy),
-        edge_color=list(weights),
-        edge_cmap=plt.get_cmap("viridis"),
-        arrows=True,
-        connectionstyle="arc3,rad=0.1",
+    ax.set_xticks(range(heat.shape[1]), [f"{c:g}" for c in heat.columns])
+    ax.set_yticks(range(heat.shape[0]), [f"{r:g}" for r in heat.index])
+    for (i, j), v in np.ndenumerate(heat.to_numpy(dtype=float)):
+        ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=7)
+    ax.set(
+        xlabel="ε_noise of the defaults",
+        ylabel="proportion p of predictors",
+        title=f"gain, {variant}" + (" (Fig. 6)" if variant == "pooled" else ""),
     )
-    if weights.size:
-        mappable = plt.cm.ScalarMappable(cmap="viridis")
-        mappable.set_array(weights)
-        fig.colorbar(mappable, ax=ax, label="edge weight (subscriber's normalized score)")
-    ax.set_title(f"{name}: contribution graph (node size: in-strength)")
-    ax.axis("off")
-    where_txt = ", ".join(f"{k}={v}" for k, v in where.items())
-    write_results(
-        f"{name}-graph",
-        out_dir,
-        table=table,
-        summary=ranking,
-        figure=fig,
-        notes=(
-            f"Seed 0, {where_txt}, public `rf`, held-out stacking; edge subscriber → publisher "
-            "weighted by the subscriber's MDI scores of the other clients' models (mean over "
-            "repeats, renormalized without its private model so each subscriber's out-weights sum "
-            "to 1, or to 0 when its meta-models gave no weight to any other model, e.g. a "
-            "one-class Meta Train).  Ranking by normalized in-strength of this graph, PageRank "
-            "alongside; the `importance` column of the main table is the paper's (scores "
-            "normalized with the private model, summed per publisher, normalized), so the two "
-            "differ slightly.  " + notes
-        ),
-    )
+    fig.colorbar(im, ax=ax)
+
+
+def natural_figure(clients: pd.DataFrame, dataset: str) -> Figure:
+    """§4.4, Fig. 5: data share, gain and self-importance per client; the DP public kinds."""
+    rf = clients[(clients.models == "rf") & (clients.public == "rf")]
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4), layout="constrained")
+    names = list(dict.fromkeys(rf.client))
+    share = rf.groupby("client")["share"].mean().reindex(names)
+    axes[0].bar(range(len(names)), share)
+    axes[0].set(title="data share", ylabel="share of rows")
+    for ax, metric in ((axes[1], "gain"), (axes[2], "self_importance")):
+        for j, variant in enumerate(("held_out", "pooled")):
+            s = rf[rf.variant == variant].groupby("client")[metric].agg(["mean", "sem"])
+            s = s.reindex(names)
+            ax.bar(
+                np.arange(len(names)) + (j - 0.5) * 0.4,
+                s["mean"],
+                0.4,
+                yerr=s["sem"].fillna(0),
+                label=variant,
+                capsize=2,
+            )
+        ax.set(title=metric)
+        ax.axhline(0, color="k", lw=0.5)
+        ax.legend(fontsize=7)
+    for ax in axes[:3]:
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
+    dp_bars(axes[3], clients, "public model kinds")
+    fig.suptitle(f"Natural partitioning ({dataset})")
+    return fig

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ from pubsubml.experiments.pubsub.selection import (
 )
 from pubsubml.experiments.pubsub.streams import STREAM_SIZES, streams_run
 from pubsubml.experiments.reports import markdown_table, mean_se_cell, summarize, write_results
+from pubsubml.experiments.runner import Record
 
 __all__ = [
     "EXPERIMENTS",
@@ -341,61 +343,66 @@ def _size(opts: RunOptions) -> str:
     return "smoke" if opts.smoke else "full"
 
 
-def _split_folds(available: Callable[[str], int]) -> Callable[[RunOptions], None]:
-    """A ``check`` that refuses more folds than the split of the run's size has."""
+def _split_experiment(
+    name: str,
+    summary: str,
+    grid: Callable[[RunOptions], list[dict[str, Any]]],
+    run_fold: Callable[..., list[Record]],
+    report: Callable[[pd.DataFrame, Path, RunOptions], list[Path]],
+    folds: dict[str, int],
+) -> Experiment:
+    """A Hyperplane experiment on a K-fold split of ``folds[size]`` folds; ``--folds N`` runs the
+    first N of them and more than the split has is refused."""
 
     def check(opts: RunOptions) -> None:
-        n = available(_size(opts))
+        n = folds[_size(opts)]
         if opts.folds > n:
             raise ValueError(f"--folds must be in 1 … {n} (the split has {n} folds)")
 
-    return check
+    return Experiment(
+        name,
+        summary,
+        grid=grid,
+        run_fold=run_fold,
+        report=report,
+        folds=folds["full"],
+        smoke_folds=folds["smoke"],
+        min_folds=1,
+        folds_help=_FOLDS_HELP,
+        check=check,
+    )
 
 
 _FOLDS_HELP = "Run only the first N folds of the 5-fold split"
 EXPERIMENTS: tuple[Experiment, ...] = (
-    Experiment(
+    _split_experiment(
         "pubsub-noisy",
         "Fig. 9: 5 good and 5 pure-noise publishers, with a control (pubsub-ml.txt app. C).",
-        grid=lambda o: [{"size": _size(o), "noisy": True}, {"size": _size(o), "noisy": False}],
-        run_fold=noisy_fold,
-        report=report_noisy,
-        folds=NOISY_SIZES["full"].folds,
-        smoke_folds=NOISY_SIZES["smoke"].folds,
-        min_folds=1,
-        folds_help=_FOLDS_HELP,
-        check=_split_folds(lambda size: NOISY_SIZES[size].folds),
+        lambda o: [{"size": _size(o), "noisy": True}, {"size": _size(o), "noisy": False}],
+        noisy_fold,
+        report_noisy,
+        {size: NOISY_SIZES[size].folds for size in ("smoke", "full")},
     ),
-    Experiment(
+    _split_experiment(
         "pubsub-publishers",
         "Fig. 8: accuracy against the number of publishers (pubsub-ml.txt app. B).",
-        grid=lambda o: [{"size": _size(o)}],
-        run_fold=publishers_fold,
-        report=report_publishers,
-        folds=SIZES["full"].folds,
-        smoke_folds=SIZES["smoke"].folds,
-        min_folds=1,
-        folds_help=_FOLDS_HELP,
-        check=_split_folds(lambda size: SIZES[size].folds),
+        lambda o: [{"size": _size(o)}],
+        publishers_fold,
+        report_publishers,
+        {size: SIZES[size].folds for size in ("smoke", "full")},
     ),
-    Experiment(
+    _split_experiment(
         "pubsub-selection",
         "Fig. 4, Table 6: model selection and runtime with many publishers (§8.2.3).",
-        grid=lambda o: [{"size": _size(o)}],
-        run_fold=selection_fold,
-        report=report_selection,
-        folds=SIZES["full"].folds,
-        smoke_folds=SIZES["smoke"].folds,
-        min_folds=1,
-        folds_help=_FOLDS_HELP,
-        check=_split_folds(lambda size: SIZES[size].folds),
+        lambda o: [{"size": _size(o)}],
+        selection_fold,
+        report_selection,
+        {size: SIZES[size].folds for size in ("smoke", "full")},
     ),
     Experiment(
         "pubsub-streams",
         "Fig. 6: data streams, accuracy against the ensemble size k (pubsub-ml.txt §8.3.3).",
-        grid=lambda o: [
-            {"size": _size(o), "k": k} for k in STREAM_SIZES[_size(o)].ensemble_sizes
-        ],
+        grid=lambda o: [{"size": _size(o), "k": k} for k in STREAM_SIZES[_size(o)].ensemble_sizes],
         run_fold=streams_run,
         report=report_streams,
         folds=1,

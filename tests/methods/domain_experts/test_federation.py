@@ -195,26 +195,6 @@ def test_calibrated_noise_meets_target_epsilon() -> None:
     assert all(1.9 < e <= 2.0 for e in m.client_epsilons_)
 
 
-def test_only_general_model_gradients_are_sent() -> None:
-    rng = np.random.default_rng(4)
-    users = [_labels(u, 100, rng) for u in range(3)]
-    m = DomainExpertsFL(
-        schema=SCHEMA, classes=[0, 1], hidden_layer_sizes=(4,), rounds=6, batch_size=10,
-        noise_multiplier=1.0, accountant="rdp", record_messages=True,
-    ).fit(users)  # fmt: skip
-    shapes = [tuple(p.shape) for p in m.general_.parameters()]
-    assert len(m.messages_) == 6 * 3
-    secret = [p.detach() for mod in (*m.privates_, *m.gates_) for p in mod.parameters()]
-    for message in m.messages_:
-        assert set(message) == {"round", "user", "gradient"}
-        assert [tuple(g.shape) for g in message["gradient"]] == shapes
-        for g in message["gradient"]:
-            for s in secret:
-                assert g.shape != s.shape or not torch.allclose(g, s)
-    # The gates hold weights no message could carry: a gate is Linear(d, 1), sent tensors are not.
-    assert all(tuple(p.shape) not in shapes for g in m.gates_ for p in g.parameters())
-
-
 def test_private_experts_and_gates_differ_per_user() -> None:
     rng = np.random.default_rng(5)
     users = [_labels(u, 100, rng) for u in range(2)]

@@ -1,4 +1,5 @@
-"""The baselines of proxyfl.txt §4.1 share ProxyFL's rounds and differ in communication."""
+"""The baselines of proxyfl.txt §4.1 share ProxyFL's rounds and differ in communication; the server
+of FedAvg and FML is a strategy of the federated loop."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from torch import Tensor
 
 from pubsubml.errors import UnknownLearnerError
+from pubsubml.methods.federated.strategies import FedAdam
 from pubsubml.methods.proxyfl.baselines import (
     METHODS,
     CentralAveraging,
@@ -79,10 +81,52 @@ def test_cyclic_transfer_moves_each_model_one_step_round_the_ring() -> None:
 
 
 def test_central_averaging_traffic_grows_with_the_number_of_clients() -> None:
-    comm = CentralAveraging(8)
+    comm = CentralAveraging(8, torch.zeros(1))
     out, _ = comm.exchange(0, range(8), torch.arange(8.0).unsqueeze(1), torch.ones(8), range(8))
     assert out.squeeze(1).tolist() == [3.5] * 8
     assert comm.server_bytes == 8 * 4
+
+
+def test_central_averaging_sends_the_plain_mean_to_participants_only() -> None:
+    theta = torch.randn(4, 5, generator=torch.Generator().manual_seed(3))
+    comm = CentralAveraging(4, torch.zeros(5))
+    out, _ = comm.exchange(0, range(4), theta, torch.ones(4), [0, 1, 3])
+    mean = theta[[0, 1, 3]].mean(0)  # unweighted, as the authors average
+    for s in (0, 1, 3):
+        assert torch.equal(out[s], mean)
+    assert torch.equal(out[2], theta[2])  # dropped out: keeps its own model
+    assert torch.equal(comm.global_model[0], mean)
+    assert comm.bytes_sent == 3 * 5 * 4
+
+
+def test_central_averaging_runs_its_server_strategy_from_the_initial_model() -> None:
+    # FedAdam on the server: x1 = x0 + lr · m / (√v + τ), Δ = mean(participants) − x0.
+    x0 = torch.tensor([1.0, -1.0])
+    server = FedAdam(server_lr=0.5, beta1=0.9, beta2=0.99, tau=0.1)
+    comm = CentralAveraging(3, x0, server)
+    theta = torch.tensor([[2.0, 0.0], [4.0, 2.0], [9.0, 9.0]])
+    out, _ = comm.exchange(0, range(3), theta, torch.ones(3), [0, 1])
+    delta = torch.tensor([3.0, 1.0]) - x0
+    m, v = 0.1 * delta, 0.99 * 0.1**2 + 0.01 * delta**2
+    x1 = x0 + 0.5 * m / (v.sqrt() + 0.1)
+    torch.testing.assert_close(out[:2], x1.expand(2, 2))
+    assert torch.equal(out[2], theta[2])
+    # A round without participants: no server step, nothing sent.
+    again, _ = comm.exchange(1, range(3), out, torch.ones(3), [])
+    assert torch.equal(again, out) and server.steps == 1 and comm.bytes_sent == 2 * 2 * 4
+
+
+@pytest.mark.parametrize("name", ["FedAvg", "FML"])
+def test_server_averaged_methods_start_their_server_at_the_common_initial_proxy(
+    name: str,
+) -> None:
+    method = create_method(name, n_classes=C, rounds=1, proxy_hidden=(6,), config=CFG)
+    cohort = method._make_cohort(_clients(), [0, 1, 2, 3])
+    initial = cohort.flat_proxies()
+    comm = method._communicator(cohort)
+    assert isinstance(comm, CentralAveraging)
+    assert torch.equal(comm.global_model[0], initial[0])
+    assert torch.equal(initial, initial[0].expand_as(initial))
 
 
 def test_unknown_method_names_raise() -> None:

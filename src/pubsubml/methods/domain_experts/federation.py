@@ -18,7 +18,8 @@ records one subsampled-Gaussian step (σ, q = L/n_i) per round it took part in; 
 calibrated per user so that it ends at the target (ε, δ).
 
 The rounds run in the shared federated loop (:func:`~pubsubml.methods.federated.loop.run_federation`):
-the users' side of a round is Algorithm 1 (or 2) at each chosen user, the server's is
+the users' side of a round is Algorithm 1 (or 2) at each chosen user
+(:func:`~pubsubml.methods.domain_experts.users.local_round`), the server's is
 :class:`~pubsubml.methods.federated.strategies.FedSGD`, and the accounting is
 :class:`~pubsubml.methods.federated.dp.LocalDP`'s.
 """
@@ -47,39 +48,16 @@ from pubsubml.errors import (
     PaperAccountingWarning,
 )
 from pubsubml.learners.base import check_labels, check_regression_targets
-from pubsubml.methods.domain_experts.gate import general_gradients, mixture_loss, mixture_output
+from pubsubml.methods.domain_experts.gate import mixture_output
+from pubsubml.methods.domain_experts.users import Split, Users, local_round
 from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
-from pubsubml.methods.federated.loop import (
-    ClientUpdates,
-    LocalTerm,
-    LocalTraining,
-    participation,
-    run_federation,
-)
+from pubsubml.methods.federated.loop import LocalTraining, participation, run_federation
 from pubsubml.methods.federated.strategies import FedSGD
-from pubsubml.privacy.dpsgd import init_mlp, poisson_sample
+from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["DomainExpertsFL"]
-
-Split = tuple[Tensor, Tensor]
-
-
-@dataclass
-class _Users:
-    """What the users hold and never send: data splits, experts, gates, σ, generators, messages."""
-
-    train: list[Split]
-    held: list[Split]
-    privates: list[nn.Sequential]
-    gates: list[nn.Linear]
-    private_opts: list[torch.optim.Optimizer]
-    gate_opts: list[torch.optim.Optimizer]
-    rates: list[float]
-    sigmas: np.ndarray
-    generators: list[torch.Generator]
-    messages: list[dict[str, Any]]
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -263,7 +241,7 @@ class DomainExpertsFL(BaseEstimator):
         splits: tuple[list[Split], list[Split]],
         rates: list[float],
         sigmas: np.ndarray,
-    ) -> tuple[nn.Sequential, _Users]:
+    ) -> tuple[nn.Sequential, Users]:
         """M_G, and per user a copy of it as private expert and a gate at α = 1/2."""
         general = init_mlp(sizes, self.activation, torch.Generator().manual_seed(self.random_state))
         train, held = splits
@@ -274,7 +252,7 @@ class DomainExpertsFL(BaseEstimator):
                 gate.weight.zero_()
                 gate.bias.zero_()  # α = 1/2: no prior preference
         seed = self.random_state * 1_000_003
-        users = _Users(
+        users = Users(
             train=train,
             held=held,
             privates=privates,
@@ -287,6 +265,11 @@ class DomainExpertsFL(BaseEstimator):
                 torch.Generator().manual_seed(seed + 7919 * i + 1) for i in range(len(train))
             ],
             messages=[],
+            algorithm=self.algorithm,
+            task=self.task,
+            dp=self.dp,
+            max_grad_norm=self.max_grad_norm,
+            record_messages=self.record_messages,
         )
         return general, users
 
@@ -332,7 +315,7 @@ class DomainExpertsFL(BaseEstimator):
         n_out = 1 if self.task == "regression" else len(self.classes_)
         sizes = (Xs[0].shape[1], *self.hidden_layer_sizes, n_out)
         general, held_by_users = self._init_models(sizes, splits, rates, sigmas)
-        local_training: LocalTraining = functools.partial(self._local_round, held_by_users, general)
+        local_training: LocalTraining = functools.partial(local_round, held_by_users, general)
         if self.dp:
             local_training = LocalDP(local_training, n_users, self.accountant)
         run_federation(list(general.parameters()), schedule, local_training, server, ns)
@@ -367,73 +350,6 @@ class DomainExpertsFL(BaseEstimator):
             )
         self.delta_ = float(self.target_delta) if noisy else 0.0
         self.noise_multiplier_ = sigmas
-
-    def _local_round(
-        self,
-        users: _Users,
-        general: nn.Sequential,
-        round_: int,
-        chosen: np.ndarray,
-        global_params: list[Tensor],
-        local_term: LocalTerm,
-    ) -> ClientUpdates:
-        """One round at the chosen users (``global_params`` are ``general``'s parameters)."""
-        sent: list[list[Tensor]] = []
-        events: list[list[DPEvent]] = []
-        for i in chosen.tolist():
-            sent.append(self._user_step(i, users, general))
-            sigma, rate = float(users.sigmas[i]), users.rates[i]
-            noisy = self.dp and sigma > 0
-            events.append(
-                [DPEvent(mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=rate)]
-                if noisy
-                else []
-            )
-            if self.record_messages:
-                users.messages.append({"round": round_, "user": i, "gradient": sent[-1]})
-        return ClientUpdates([torch.stack(grads) for grads in zip(*sent, strict=True)], events)
-
-    def _user_step(self, i: int, users: _Users, general: nn.Module) -> list[Tensor]:
-        """Algorithm 1 (or 2) at user ``i`` for one minibatch; returns the message g_G / L."""
-        X, y = users.train[i]
-        private, gate, gen = users.privates[i], users.gates[i], users.generators[i]
-        rate, sigma = users.rates[i], float(users.sigmas[i])
-        L = rate * len(X)
-        names = [k for k, _ in general.named_parameters()]
-        batch = poisson_sample(len(X), rate, gen)
-        Xb, yb = X[batch], y[batch]
-        if len(Xb) > 0:
-            grads, _ = general_gradients(
-                general, private, gate, Xb, yb,
-                algorithm=self.algorithm, task=self.task,
-                max_grad_norm=self.max_grad_norm if self.dp else None,
-            )  # fmt: skip
-            summed = [grads[k].sum(0) for k in names]
-        else:
-            summed = [torch.zeros_like(p) for p in general.parameters()]
-        if self.dp and sigma > 0:
-            std = sigma * self.max_grad_norm
-            summed = [g + std * torch.randn(g.shape, generator=gen) for g in summed]
-        message = [g.detach() / L for g in summed]
-        # Private expert: noise-free step on the mixture loss of the same batch (lines 9, 18).
-        if len(Xb) > 0:
-            with torch.no_grad():
-                out_G, alpha = general(Xb), torch.sigmoid(gate(Xb)[:, 0])
-            pred = mixture_output(out_G, private(Xb), alpha, self.task)
-            users.private_opts[i].zero_grad()
-            (mixture_loss(pred, yb, self.task).sum() / L).backward()
-            users.private_opts[i].step()
-        # Gate: a sample of the held-out split H (lines 11-16, 19).
-        Xh, yh = users.held[i]
-        hb = poisson_sample(len(Xh), min(1.0, L / len(Xh)), gen)
-        if bool(hb.any()):
-            with torch.no_grad():
-                out_G, out_P = general(Xh[hb]), private(Xh[hb])
-            pred = mixture_output(out_G, out_P, torch.sigmoid(gate(Xh[hb])[:, 0]), self.task)
-            users.gate_opts[i].zero_grad()
-            mixture_loss(pred, yh[hb], self.task).mean().backward()
-            users.gate_opts[i].step()
-        return message
 
     # ---- prediction -----------------------------------------------------------------------
     def _check_user(self, user: int) -> None:

@@ -8,6 +8,11 @@ objective (:meth:`Strategy.local_term`) and how it turns their updates into the 
 (:mod:`pubsubml.methods.federated.dp`): record-level DP wraps the local training, client-level DP
 wraps the strategy, and each records every round's release in its accountant.
 
+ProxyFL and its baselines (proxyfl.txt §4.1) keep their own rounds
+(:func:`~pubsubml.methods.proxyfl.protocol.run_rounds`: clients leave by their own budget, keep
+their models between rounds, and most methods have no server); the server of its FedAvg and FML
+is a :class:`Strategy` all the same, called through :meth:`Strategy.aggregate_round` each round.
+
 References
 ----------
 pubsub-ml.txt §7.3 (the FL baselines) and §8.2.3 (10% of the clients per round);

@@ -18,6 +18,16 @@ FML       yes (DML)        a server averages the DP "meme" models (the proxies)
 Regular, Joint, FedAvg, AvgPush and CWT train their only model with DP-SGD (it is what they share or
 release); FML and ProxyFL use DP-SGD for the proxy and none for the private model (§4.1).
 
+The server of FedAvg and FML (:class:`CentralAveraging`) is a server
+:class:`~pubsubml.methods.federated.loop.Strategy` of the federated loop: each round it hands the
+participants' models to the strategy's ``aggregate_round``, the call
+:func:`~pubsubml.methods.federated.loop.run_federation` makes, and sends the result back.  By
+default that strategy is :class:`UnweightedFedAvg`, FedAvg with every participant weighing the
+same, as in the authors' code.  The rounds themselves stay :func:`run_rounds`, shared by all seven
+methods: which clients take part is decided before each round by each client from its own
+accountant (budget drop-out, §3.3), not sampled by a server, and the cohort accounts its DP-SGD
+steps itself.
+
 References
 ----------
 proxyfl.txt §2 and §4.1; McMahan et al. 2017 (FedAvg); Chang et al. 2018 (CWT); Shen et al. 2020
@@ -27,12 +37,15 @@ proxyfl.txt §2 and §4.1; McMahan et al. 2017 (FedAvg); Chang et al. 2018 (CWT)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from pubsubml.errors import UnknownLearnerError
+from pubsubml.methods.federated import strategies
+from pubsubml.methods.federated.loop import Strategy
 from pubsubml.methods.federated.strategies import weighted_mean
 from pubsubml.methods.proxyfl.protocol import ClientCohort, Communicator, ProxyFL, ProxyMethod
 
@@ -47,6 +60,7 @@ __all__ = [
     "Joint",
     "NoCommunication",
     "Regular",
+    "UnweightedFedAvg",
     "create_method",
     "register_method",
 ]
@@ -80,15 +94,44 @@ class NoCommunication(_InProcess):
         return theta, weights
 
 
-class CentralAveraging(_InProcess):
-    """A server averages the participants' models and sends the mean back (FedAvg, FML).
+@dataclass(eq=False)
+class UnweightedFedAvg(strategies.FedAvg):
+    """FedAvg's server with every participant weighing the same: the plain mean of their models.
 
-    The aggregation is FedAvg's (:func:`~pubsubml.methods.federated.strategies.weighted_mean`,
-    shared with the federated loop), unweighted as in the authors' code (clients hold equally
-    many records in §4.1).
+    The ProxyFL authors average unweighted (their clients hold equally many records, proxyfl.txt
+    §4.1); the mean is :func:`~pubsubml.methods.federated.strategies.weighted_mean` without
+    weights, whatever ``weights`` the loop passes.
+    """
+
+    def aggregate(
+        self, global_params: list[Tensor], client_params: list[Tensor], weights: Tensor
+    ) -> list[Tensor]:
+        """The plain mean of the participants' models."""
+        return weighted_mean(client_params)
+
+
+class CentralAveraging(_InProcess):
+    """A server aggregates the participants' models and sends the result back (FedAvg, FML).
+
+    The server holds a global model, the common initial proxy at first, and each round passes the
+    participants' models (weighing the same) to its strategy's ``aggregate_round``, as
+    :func:`~pubsubml.methods.federated.loop.run_federation` does; participants receive the new
+    global model, clients that dropped out keep theirs.  The strategy's local term is not used:
+    the clients' local objective is the cohort's (DML or plain DP-SGD).
+
+    Parameters
+    ----------
+    n_clients : int
+    initial_model : Tensor of shape (d,)
+        The proxy every client starts from (the agreed initialisation), flat.
+    strategy : Strategy, optional
+        The server update; :class:`UnweightedFedAvg` by default (proxyfl.txt §4.1).  Strategies
+        that change only the server's side fit (FedAvg, FedAdam).
 
     Attributes
     ----------
+    global_model : list of one Tensor of shape (d,)
+        What the server sent last (the initial model before the first round).
     bytes_sent : int
         Client uploads (``d`` float32 per participant per round).
     server_bytes : int
@@ -96,9 +139,14 @@ class CentralAveraging(_InProcess):
         number of clients, against one message per client for PushSum (§3.4).
     """
 
-    def __init__(self, n_clients: int) -> None:
+    def __init__(
+        self, n_clients: int, initial_model: Tensor, strategy: Strategy | None = None
+    ) -> None:
         super().__init__(n_clients)
         self.server_bytes = 0
+        self.strategy = strategy if strategy is not None else UnweightedFedAvg()
+        self.global_model = [initial_model.detach().clone()]
+        self.strategy.start(self.global_model)
 
     def exchange(
         self,
@@ -108,12 +156,16 @@ class CentralAveraging(_InProcess):
         weights: Tensor,
         participants: Sequence[int],
     ) -> tuple[Tensor, Tensor]:
-        """Every participant gets the mean of the participants' proxies."""
+        """Every participant gets the strategy's aggregate of the participants' proxies."""
         rows = [s for s, k in enumerate(client_ids) if k in set(participants)]
         if not rows:
             return theta, weights
         theta = theta.clone()
-        theta[rows] = weighted_mean([theta[rows]])[0]
+        client_weights = torch.full((len(rows),), 1.0 / len(rows))
+        self.global_model = self.strategy.aggregate_round(
+            self.global_model, [theta[rows]], client_weights
+        )
+        theta[rows] = self.global_model[0]
         size = theta.shape[1] * theta.element_size() * len(rows)
         self.bytes_sent += size
         self.server_bytes += size
@@ -143,6 +195,11 @@ class CyclicTransfer(_InProcess):
         return out, weights
 
 
+def _server_for(cohort: ClientCohort) -> CentralAveraging:
+    """The server of FedAvg and FML over the cohort, starting from its common initial proxy."""
+    return CentralAveraging(len(cohort.client_ids), cohort.flat_proxies()[0])
+
+
 class Regular(ProxyMethod):
     """Each client trains a DP model on its own data; no collaboration (proxyfl.txt §4.1).
 
@@ -152,8 +209,8 @@ class Regular(ProxyMethod):
 
     uses_private = False
 
-    def _communicator(self, n_clients: int) -> Communicator:
-        return NoCommunication(n_clients)
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        return NoCommunication(len(cohort.client_ids))
 
 
 class Joint(Regular):
@@ -181,8 +238,8 @@ class Joint(Regular):
 class FedAvg(Regular):
     """Central averaging of the clients' DP models after every round (McMahan et al. 2017)."""
 
-    def _communicator(self, n_clients: int) -> Communicator:
-        return CentralAveraging(n_clients)
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        return _server_for(cohort)
 
 
 class AvgPush(ProxyFL):
@@ -194,15 +251,15 @@ class AvgPush(ProxyFL):
 class CWT(Regular):
     """Cyclical weight transfer of DP models (Chang et al. 2018)."""
 
-    def _communicator(self, n_clients: int) -> Communicator:
-        return CyclicTransfer(n_clients)
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        return CyclicTransfer(len(cohort.client_ids))
 
 
 class FML(ProxyMethod):
     """Federated mutual learning: private + DP meme model, memes averaged by a server (Shen et al.)."""
 
-    def _communicator(self, n_clients: int) -> Communicator:
-        return CentralAveraging(n_clients)
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        return _server_for(cohort)
 
 
 METHODS: dict[str, type[ProxyMethod]] = {

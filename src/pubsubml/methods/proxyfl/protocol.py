@@ -11,7 +11,16 @@ proxy) otherwise (§3.3).
 simulation runs all clients in one cohort with :class:`~pubsubml.methods.proxyfl.pushsum.SimulatedPushSum`;
 a real peer runs a cohort of one client with the gloo transport of
 :mod:`pubsubml.methods.proxyfl.peers`.  The same code therefore runs in both modes; the baselines of
-§4.1 (:mod:`pubsubml.methods.proxyfl.baselines`) run it with other communicators.
+§4.1 (:mod:`pubsubml.methods.proxyfl.baselines`) run it with other communicators, the
+server-averaged ones (FedAvg, FML) with a server that aggregates through a
+:class:`~pubsubml.methods.federated.loop.Strategy` of the federated loop.
+
+These rounds are not :func:`~pubsubml.methods.federated.loop.run_federation`'s: that loop takes a
+server's schedule of clients fixed before the first round and one global model that every chosen
+client starts from, whereas here each client decides before every round, from its own
+accountant, whether it still takes part (in the multi-process mode through a membership
+all-reduce), keeps its own models and optimizer state across rounds, and most methods have no
+server at all (PushSum, CWT, Regular).
 
 References
 ----------
@@ -206,8 +215,8 @@ class ProxyMethod(BaseEstimator, metaclass=ABCMeta):  # type: ignore[misc]
         self.seed = seed
 
     @abstractmethod
-    def _communicator(self, n_clients: int) -> Communicator:
-        """Implemented by each concrete method."""
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        """The in-process transport over all of ``cohort``'s clients (each concrete method's)."""
 
     @property
     def default_model(self) -> Literal["private", "proxy"]:
@@ -278,7 +287,7 @@ class ProxyMethod(BaseEstimator, metaclass=ABCMeta):  # type: ignore[misc]
         """
         ids = list(range(len(clients))) if client_ids is None else [int(k) for k in client_ids]
         cohort = self._make_cohort(clients, ids)
-        comm = communicator if communicator is not None else self._communicator(len(ids))
+        comm = communicator if communicator is not None else self._communicator(cohort)
         warn_if_weak(cohort, self.rounds)
         self.privacy_guarantee_ = cohort.privacy_guarantee
         if self.privacy_guarantee_ == "paper accounting":
@@ -384,5 +393,5 @@ class ProxyFL(ProxyMethod):
         )
         self.push_share = push_share
 
-    def _communicator(self, n_clients: int) -> Communicator:
-        return SimulatedPushSum(n_clients, share=self.push_share)
+    def _communicator(self, cohort: ClientCohort) -> Communicator:
+        return SimulatedPushSum(len(cohort.client_ids), share=self.push_share)

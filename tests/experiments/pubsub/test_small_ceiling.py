@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from pubsubml.cli import app
 from pubsubml.experiments.pubsub.small_ceiling import (
     CEILING_DATASETS,
-    CEILING_METHODS,
     CEILING_EXPERIMENT,
+    CEILING_METHODS,
     ceiling_task,
     summarize_ceiling,
 )

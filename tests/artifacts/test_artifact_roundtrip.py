@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -267,32 +266,6 @@ def test_signed_card_understating_epsilon_is_refused(
     with pytest.raises(UntrustedArtifactError, match=r"claims ε = 0\.1 but its DP events give"):
         forged.open(trusted)
     assert forged.open(trusted, check_privacy=False).epsilon == 0.1
-
-
-def test_save_is_atomic_and_overwrites(dp_artifact: Artifact, tmp_path: Path) -> None:
-    dp_artifact.save(tmp_path)
-    dp_artifact.save(tmp_path)
-
-    assert sorted(os.listdir(tmp_path)) == ["card.json", "weights.onnx"]
-    assert load_artifact(tmp_path) == dp_artifact
-
-
-def test_load_artifact_refuses_symlinks_and_oversized_files(
-    dp_artifact: Artifact, tmp_path: Path
-) -> None:
-    directory = dp_artifact.save(tmp_path / "a")
-    with pytest.raises(UntrustedArtifactError, match="larger than the limit"):
-        load_artifact(directory, max_weights_bytes=100)
-
-    (directory / "weights.onnx").rename(tmp_path / "elsewhere.onnx")
-    (directory / "weights.onnx").symlink_to(tmp_path / "elsewhere.onnx")
-    with pytest.raises(UntrustedArtifactError, match=r"cannot open weights\.onnx safely"):
-        load_artifact(directory)
-
-
-def test_missing_files_raise_file_not_found(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        load_artifact(tmp_path)
 
 
 def test_export_needs_a_schema_for_plain_estimators(

@@ -199,26 +199,3 @@ def test_settings_dev_mode_and_env(tmp_path: Path) -> None:
     assert s.max_upload_bytes == 1000 and s.is_sqlite
     with pytest.raises(ValueError):
         RegistrySettings.from_env({"PUBSUBML_ADMIN_TOKEN": ""})
-
-
-def test_cli_serve_refuses_unmigrated_and_migrate_upgrades(tmp_path: Path, support: Any) -> None:
-    from typer.testing import CliRunner
-
-    from pubsubml.registry.cli import registry_app
-
-    runner = CliRunner()
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
-    env = {"PUBSUBML_ADMIN_TOKEN": support.ADMIN_TOKEN}
-    r = runner.invoke(registry_app, ["serve", "--db", url, "--store", str(tmp_path / "s")], env=env)
-    assert (
-        r.exit_code == 1 and "not migrated" in r.output and "pubsubml registry migrate" in r.output
-    )
-    r = runner.invoke(
-        registry_app, ["serve", "--db", url], env={"PUBSUBML_ADMIN_TOKEN": "changeme"}
-    )
-    assert r.exit_code == 2 and "refusing to start" in r.output
-    r = runner.invoke(registry_app, ["migrate", "--db", url])
-    assert r.exit_code == 0 and head_revision() in r.output
-    db = Database(url)
-    assert check_schema(db) == head_revision()
-    db.dispose()

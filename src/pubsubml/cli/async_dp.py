@@ -18,6 +18,7 @@ import typer
 
 __all__ = ["forecast"]
 
+
 def forecast(
     owners: Annotated[
         int, typer.Option("--owners", min=1, help="Number N of collaborating data owners.")

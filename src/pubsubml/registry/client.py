@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -22,73 +21,20 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.signing import public_key_from_base64
-from pubsubml.errors import (
-    DigestMismatchError,
-    PubsubmlError,
-    RegistryError,
-)
+from pubsubml.errors import DigestMismatchError
 from pubsubml.hub import FeedItem
-from pubsubml.registry.api.errors import ERROR_CODES
+from pubsubml.registry.client_http import (
+    _CHUNK,
+    _RETRYABLE,
+    Progress,
+    _card,
+    _multipart,
+    _plain,
+    _raise_for,
+)
 from pubsubml.schema import Channel, Feature
 
 __all__ = ["RegistryClient"]
-
-Progress = Callable[[int], None]
-_CHUNK = 256 * 1024
-_RETRYABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
-_CODE_TO_ERROR: dict[str, type[PubsubmlError]] = {}
-for _cls, _status, _code in ERROR_CODES:
-    _CODE_TO_ERROR.setdefault(_code, _cls)
-
-
-def _raise_for(response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    try:
-        body = response.json()
-        code, detail = str(body.get("error", "")), str(body.get("detail", response.text))
-    except (ValueError, AttributeError):
-        code, detail = "", response.text[:500]
-    cls = _CODE_TO_ERROR.get(code, RegistryError)
-    raise cls(f"HTTP {response.status_code}: {detail}")
-
-
-def _multipart(
-    card_json: bytes, weights: bytes, visible_to: Sequence[str] | None, progress: Progress | None
-) -> tuple[str, int, Callable[[], Iterator[bytes]]]:
-    """A multipart body as a re-startable chunk generator, with its content type and length."""
-    boundary = "pubsubml-" + secrets.token_hex(16)
-    head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="card"\r\n'
-        f"Content-Type: application/json\r\n\r\n"
-    ).encode() + card_json
-    if visible_to is not None:
-        head += (
-            f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="visible_to"\r\n\r\n'
-            + ",".join(visible_to)
-        ).encode()
-    head += (
-        f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="weights"; '
-        f'filename="weights"\r\nContent-Type: application/octet-stream\r\n\r\n'
-    ).encode()
-    tail = f"\r\n--{boundary}--\r\n".encode()
-
-    def chunks() -> Iterator[bytes]:
-        yield head
-        for start in range(0, len(weights), _CHUNK):
-            piece = weights[start : start + _CHUNK]
-            yield piece
-            if progress is not None:
-                progress(len(piece))
-        yield tail
-
-    return f"multipart/form-data; boundary={boundary}", len(head) + len(weights) + len(tail), chunks
 
 
 class RegistryClient:
@@ -458,12 +404,3 @@ class RegistryClient:
         """Stored contribution scores of models the caller may see."""
         params = {k: v for k, v in {"model_id": model_id, "subscriber": subscriber}.items() if v}
         return list(self._json("GET", "/contributions", params=params)["contributions"])
-
-
-def _card(obj: Any) -> ModelCard:
-    """Strictly re-validate a card received inside a JSON document."""
-    return ModelCard.from_json(json.dumps(obj))
-
-
-def _plain(label: Any) -> Any:
-    return label.item() if hasattr(label, "item") else label

@@ -13,7 +13,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 from sklearn.model_selection import cross_val_score
 
-from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.errors import LabelError
 from pubsubml.learners import DPLogisticRegression
 from pubsubml.methods import Customizer, contribution_scores
 from pubsubml.schema import FeatureSchema
@@ -112,41 +112,6 @@ def test_complementary_features_never_lose_and_beat_the_paper_protocol(
     assert both > both_paper
 
 
-def test_top_m_selects_the_best_by_metric() -> None:
-    X, y = _frame(400, 0)
-    models = [Threshold(t) for t in (0.9, 0.5, 0.7, 0.55, 0.1, 0.3)]
-    c = Customizer(
-        models=models, own_model=None, top_m=3, selection_metric="accuracy", random_state=0
-    )
-    c.fit(X, y)
-    Xc, yc = X.iloc[c.fusion_index_], y[c.fusion_index_]
-    expected = [accuracy_score(yc, m.predict_proba(Xc).argmax(1)) for m in models]
-    np.testing.assert_allclose(c.selection_scores_, expected)
-    assert set(c.selected_) == set(np.argsort(expected, kind="stable")[::-1][:3])
-    assert c.selected_ids_ == [f"m{i}" for i in sorted(c.selected_)]
-    assert len(c.meta_feature_names_) == 3 * 2
-
-
-def test_selection_metrics_and_all_kept_by_default() -> None:
-    X, y = _frame(300, 1)
-    y = np.where(X["x1"].to_numpy() > 0.8, 1, 0)  # imbalanced
-    models = [Threshold(t) for t in (0.2, 0.5, 0.8)]
-    c = Customizer(
-        models=models, own_model="forest", selection_metric="balanced_accuracy", random_state=0
-    ).fit(X, y)
-    assert c.selected_.tolist() == [0, 1, 2, 3]  # own + 3, top_m=None keeps all
-    Xc, yc = X.iloc[c.fusion_index_], y[c.fusion_index_]
-    assert c.selection_scores_[2] == pytest.approx(
-        balanced_accuracy_score(yc, models[1].predict_proba(Xc).argmax(1))
-    )
-    f1 = Customizer(
-        models=models, own_model="forest", selection_metric="f1_minority", top_m=1, random_state=0
-    )
-    assert f1.fit(X, y).selection_metric_ == "f1_minority"
-    with pytest.raises(ValueError, match="does not apply"):
-        Customizer(models=models, selection_metric="mse").fit(X, y)
-
-
 def test_deterministic_under_random_state() -> None:
     X, y = _frame(300, 2)
     models = [Threshold(0.4), Threshold(0.6)]
@@ -217,39 +182,6 @@ def test_regression() -> None:
     assert cross_val_score(c, X, y, cv=2).shape == (2,)
 
 
-def test_feature_extension_uses_public_defaults() -> None:
-    schema = FeatureSchema.numeric(["x0", "x1", "x2", "z"], default=0.25)
-    seen: list[pd.DataFrame] = []
-
-    class Spy(Threshold):
-        input_features = ("z", "x0")
-
-        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-            seen.append(X)
-            return super().predict_proba(X)
-
-    X, y = _frame(100, 4)
-    Customizer(models=[Spy(0.5)], own_model=None, schema=schema, random_state=0).fit(X, y)
-    assert list(seen[0].columns) == ["z", "x0"]
-    assert (seen[0]["z"] == 0.25).all()
-
-
-def test_bad_input_raises_and_changes_nothing() -> None:
-    X, y = _frame(100, 5)
-    c = Customizer(models=[Threshold(0.5)], random_state=0)
-    with pytest.raises(SchemaMismatchError):
-        c.fit(X.to_numpy(), y)
-    with pytest.raises(DataValidationError):
-        c.fit(X, y[:-1])
-    with pytest.raises(SchemaMismatchError, match="not in the public schema"):
-        Customizer(schema=FeatureSchema.numeric(["x0"]), random_state=0).fit(X, y)
-    with pytest.raises(ValueError, match="top_m"):
-        Customizer(top_m=0).fit(X, y)
-    with pytest.raises(ValueError, match="nothing to customize"):
-        Customizer(own_model=None).fit(X, y)
-    assert not hasattr(c, "fusion_model_")
-
-
 def test_vectorized_selection_metrics_match_scikit_learn() -> None:
     from sklearn.metrics import f1_score, log_loss, mean_squared_error, r2_score
 
@@ -281,55 +213,7 @@ def test_vectorized_selection_metrics_match_scikit_learn() -> None:
     )
 
 
-# ---- cross-fitting, the stacked fusion and the own model --------------------------------------
-class Memorizer:
-    """An own model that is certain of the rows it was trained on and knows nothing else."""
-
-    def __init__(self) -> None:
-        self.seen: dict[int, int] = {}
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {}
-
-    def set_params(self, **params: Any) -> Memorizer:
-        return self
-
-    def fit(self, X: pd.DataFrame, y: np.ndarray) -> Memorizer:
-        self.seen = dict(zip(X["rid"].astype(int).tolist(), np.asarray(y).tolist(), strict=True))
-        self.classes_ = np.array([0, 1])
-        return self
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        out = np.full((len(X), 2), 0.5)
-        for i, rid in enumerate(X["rid"].astype(int).tolist()):
-            if rid in self.seen:
-                out[i] = np.eye(2)[self.seen[rid]]
-        return out
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return self.predict_proba(X).argmax(axis=1)
-
-
-def test_cross_fitted_own_outputs_are_out_of_fold() -> None:
-    from pubsubml.methods.pubsub.own import cross_fit_own, make_folds
-
-    rng = np.random.default_rng(0)
-    X = pd.DataFrame({"rid": np.arange(200), "x0": rng.random(200)})
-    y = rng.integers(0, 2, 200)
-    folds = make_folds(y, 5, "classification", seed=0)
-    held = np.sort(np.concatenate([h for _, h in folds]))
-    np.testing.assert_array_equal(held, np.arange(200))  # every row held out exactly once
-    found = cross_fit_own(
-        X, y, task="classification", candidates={"m": Memorizer()}, folds=folds, n_classes=2
-    )
-    np.testing.assert_allclose(found.oof, 0.5)  # no row's output comes from a model that saw it
-    # In the customizer the memorizer's out-of-fold outputs carry nothing, so the fusion must not
-    # trust them: the label noise is not learned.
-    c = Customizer(models=[Threshold(0.5)], own_model=Memorizer(), random_state=0).fit(X, y)
-    assert c.folds_ is not None and len(c.folds_) == 5
-    assert len(c.fusion_index_) == len(c.train_index_) == 200
-
-
+# ---- the stacked fusion ----------------------------------------------------------------------
 def test_pure_noise_publishers_leave_own(hyperplane: dict[str, Any]) -> None:
     h = hyperplane
     Xs, ys = h["subscriber"]
@@ -375,36 +259,6 @@ def test_publisher_with_a_feature_the_subscriber_lacks_lifts_above_own() -> None
     own_acc = accuracy_score(yt, c.own_model_.predict(Xt[cols]))
     assert not c.fallback_ and c.fusion_weights_["m0"] > 0.1
     assert c.score(Xt[cols], yt) > own_acc + 0.03
-
-
-def test_cv_chosen_own_model_beats_a_fixed_network_on_a_forest_concept() -> None:
-    from pubsubml.methods import OwnLearner
-
-    rng = np.random.default_rng(2)
-
-    def data(n: int) -> tuple[pd.DataFrame, np.ndarray]:
-        X = pd.DataFrame(rng.random((n, 4)), columns=["a", "b", "c", "d"])
-        y = ((X["a"] > 0.5) ^ (X["b"] > 0.3) ^ (X["c"] > 0.7)).astype(int).to_numpy()
-        return X, y
-
-    X, y = data(200)
-    Xt, yt = data(4000)
-    auto = OwnLearner(kind="auto", random_state=0).fit(X, y)
-    mlp = OwnLearner(kind="mlp", random_state=0).fit(X, y)
-    assert auto.choice_ == "forest" and set(auto.cv_scores_) == {"mlp", "forest", "logistic"}
-    assert auto.score(Xt, yt) > mlp.score(Xt, yt) + 0.05
-    assert auto.score(Xt, yt) > 0.8
-
-
-def test_default_network_does_not_underfit() -> None:
-    from pubsubml.methods import OwnLearner
-
-    rng = np.random.default_rng(3)
-    X = pd.DataFrame(rng.random((200, 4)), columns=["a", "b", "c", "d"])
-    y = (X["a"] + X["b"] > 1).astype(int).to_numpy()
-    Xt = pd.DataFrame(rng.random((2000, 4)), columns=["a", "b", "c", "d"])
-    yt = (Xt["a"] + Xt["b"] > 1).astype(int).to_numpy()
-    assert OwnLearner(kind="mlp", random_state=0).fit(X, y).score(Xt, yt) > 0.9
 
 
 def test_stacked_fusion_infinite_penalty_is_the_own_model() -> None:
@@ -477,18 +331,3 @@ def test_regression_stacked_on_public_target_bounds() -> None:
     assert c.score(Xt, yt) >= c.own_model_.score(Xt, yt)
     with pytest.raises(ValueError, match="target_bounds"):
         Customizer(task="regression", target_bounds=(1, 0)).fit(Xs, ys)
-
-
-def test_too_few_rows_for_the_folds_raise_and_leave_nothing_fitted() -> None:
-    X, y = _frame(40, 6)
-    y = np.zeros(40, dtype=int)
-    y[:3] = 1  # a class of 3 rows cannot be in every one of 5 folds
-    c = Customizer(models=[Threshold(0.5)], random_state=0)
-    with pytest.raises(DataValidationError, match="fewer than the 5 folds"):
-        c.fit(X, y)
-    assert not hasattr(c, "fusion_model_") and not hasattr(c, "own_model_")
-    with pytest.raises(DataValidationError, match="4 rows cannot be cross-fitted"):
-        c.fit(X.iloc[:4], np.array([0, 1, 0, 1]))
-    with pytest.raises(ValueError, match="cv must be"):
-        Customizer(cv=1).fit(X, y)
-    assert Customizer(models=[Threshold(0.5)], cv=3, random_state=0).fit(X, y).folds_ is not None

@@ -168,9 +168,7 @@ CEILING_EXPERIMENT = Experiment(
     max_folds=1,
     folds_help="one run per seed, scored on pubsub-small's external test set",
     params=(
-        Param(
-            "dataset", None, "Only this data set (default: all).", CEILING_DATASETS, kind=str
-        ),
+        Param("dataset", None, "Only this data set (default: all).", CEILING_DATASETS, kind=str),
     ),
 )
 """``pubsub-small-ceiling``: the sites of ``pubsub-small``'s seeds; no regression data set (no

@@ -336,9 +336,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment(
         "pubsub-models",
         "Table 5 (bottom): DP MLP publishers vs four model types (pubsub-ml.txt §8.2.2).",
-        grid=lambda opts: [
-            {"types": t, "smoke": opts.smoke, "folds": opts.folds} for t in (1, 4)
-        ],
+        grid=lambda opts: [{"types": t, "smoke": opts.smoke, "folds": opts.folds} for t in (1, 4)],
         run_fold=models_task,
         report=_reporter(
             "pubsub-models",

@@ -40,13 +40,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
-from safetensors.torch import save_file
-from torch import Tensor
 
 from pubsubml.errors import DataValidationError, PubsubmlError
-from pubsubml.methods.proxyfl.protocol import ClientCohort, DMLConfig, ProxyFL
-from pubsubml.methods.proxyfl.pushsum import combine_messages, exponential_edges, push_message
+from pubsubml.methods.proxyfl.peers_gloo import GlooCentralAveraging, GlooPushSum
+from pubsubml.methods.proxyfl.peers_process import run_comm_bench, run_peer
+from pubsubml.methods.proxyfl.protocol import DMLConfig
 
 __all__ = [
     "GlooCentralAveraging",
@@ -62,99 +60,6 @@ __all__ = [
 
 class PeerError(PubsubmlError, RuntimeError):
     """A peer process failed or did not finish in time."""
-
-
-def _wait(requests: Sequence[dist.Work | None]) -> None:
-    for request in requests:
-        if request is not None:
-            request.wait()
-
-
-class GlooPushSum:
-    """PushSum between processes: one client per process, rank = client id.
-
-    Attributes
-    ----------
-    bytes_sent : int
-        Bytes of the PushSum messages this process sent (``4 (d + 1)`` per round it shared).
-    sent_numels : list of int
-        Number of values of every message sent (what left the client, for audits and tests).
-    exchange_seconds, membership_seconds : list of float
-        Per-round wall time of the PushSum exchange and of the membership all-reduce.
-    """
-
-    def __init__(self, *, world_size: int, share: float = 0.5) -> None:
-        self.world_size, self.share = world_size, share
-        self.bytes_sent = 0
-        self.sent_numels: list[int] = []
-        self.exchange_seconds: list[float] = []
-        self.membership_seconds: list[float] = []
-
-    def membership(self, client_ids: Sequence[int], willing: Tensor) -> Tensor:
-        """All-reduce of one flag per client (float32 tensor of shape (K,))."""
-        start = time.perf_counter()
-        flags = torch.zeros(self.world_size, dtype=torch.float32)
-        flags[list(client_ids)] = willing.to(torch.float32)
-        dist.all_reduce(flags)
-        self.membership_seconds.append(time.perf_counter() - start)
-        return flags > 0.5
-
-    def exchange(
-        self,
-        round_: int,
-        client_ids: Sequence[int],
-        theta: Tensor,
-        weights: Tensor,
-        participants: Sequence[int],
-    ) -> tuple[Tensor, Tensor]:
-        """Send ``share·[w θ, w]`` to the out-peer, receive from the in-peer, de-bias."""
-        (rank,) = client_ids
-        start = time.perf_counter()
-        edges = exponential_edges(round_, participants)
-        if rank not in participants or not edges:
-            self.exchange_seconds.append(0.0)
-            return theta, weights
-        out = next(e.receiver for e in edges if e.sender == rank)
-        src = next(e.sender for e in edges if e.receiver == rank)
-        message, kept = push_message(theta[0], weights[0], self.share)
-        received = torch.empty_like(message)
-        requests = [dist.isend(message, dst=out), dist.irecv(received, src=src)]
-        _wait(requests)
-        new_theta, new_w = combine_messages(kept, [received])
-        self.bytes_sent += message.numel() * message.element_size()
-        self.sent_numels.append(message.numel())
-        self.exchange_seconds.append(time.perf_counter() - start)
-        return new_theta.unsqueeze(0), new_w.reshape(1)
-
-
-class GlooCentralAveraging:
-    """Central averaging between processes, rank 0 doubling as the server (for the comparison).
-
-    Every client sends its flat model to rank 0, which averages and sends the mean back: the
-    server handles ``2 (K − 1)`` messages per round against one message per client for PushSum.
-    """
-
-    def __init__(self, *, world_size: int) -> None:
-        self.world_size = world_size
-        self.bytes_sent = 0
-        self.exchange_seconds: list[float] = []
-
-    def exchange_flat(self, rank: int, flat: Tensor) -> Tensor:
-        """The mean of all ranks' ``flat`` tensors, computed at rank 0."""
-        start = time.perf_counter()
-        if rank == 0:
-            buffers = [torch.empty_like(flat) for _ in range(1, self.world_size)]
-            _wait([dist.irecv(b, src=r) for r, b in enumerate(buffers, start=1)])
-            mean = torch.stack([flat, *buffers]).mean(0)
-            _wait([dist.isend(mean, dst=r) for r in range(1, self.world_size)])
-            self.bytes_sent += (self.world_size - 1) * flat.numel() * flat.element_size()
-        else:
-            dist.send(flat, dst=0)
-            mean = torch.empty_like(flat)
-            dist.recv(mean, src=0)
-            self.bytes_sent += flat.numel() * flat.element_size()
-        self.exchange_seconds.append(time.perf_counter() - start)
-        return mean
 
 
 def free_port() -> int:
@@ -183,117 +88,6 @@ def write_client_data(
             X_global=global_test[0].astype(np.float32),
             y_global=global_test[1].astype(np.int64),
         )
-
-
-def _init(rank: int, world_size: int, master_addr: str, master_port: int, timeout_s: float) -> None:
-    from datetime import timedelta
-
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{master_addr}:{master_port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=timedelta(seconds=timeout_s),
-    )
-
-
-def _accuracy(cohort: ClientCohort, X: np.ndarray, y: np.ndarray, model: str) -> float:
-    pred = cohort.predict_proba(0, torch.as_tensor(X), model).argmax(1).numpy()  # type: ignore[arg-type]
-    return float((pred == y).mean())
-
-
-def run_peer(
-    rank: int, world_size: int, master_addr: str, master_port: int, spec: dict[str, Any]
-) -> None:
-    """One client's process: train, gossip, evaluate, write ``rank{r}.json`` and its proxy."""
-    from pubsubml.methods.proxyfl.models import private_factory
-
-    out = Path(spec["out_dir"])
-    with np.load(Path(spec["data_dir"]) / f"client{rank}.npz", allow_pickle=False) as data:
-        arrays = {k: data[k] for k in data.files}
-    archs = spec["private"]
-    method = ProxyFL(
-        n_classes=spec["n_classes"],
-        rounds=spec["rounds"],
-        proxy_hidden=tuple(spec["proxy_hidden"]),
-        private_model=private_factory(archs[rank], tuple(spec["input_shape"])),
-        config=DMLConfig(**spec["config"]),
-        push_share=spec["push_share"],
-        seed=spec["seed"],
-    )
-    evals: list[dict[str, Any]] = []
-
-    def evaluate(t: int, cohort: ClientCohort) -> None:
-        for model in ("private", "proxy"):
-            for test in ("local", "global"):
-                acc = _accuracy(cohort, arrays[f"X_{test}"], arrays[f"y_{test}"], model)
-                evals.append({"round": t + 1, "model": model, "test": test, "accuracy": acc})
-
-    _init(rank, world_size, master_addr, master_port, spec["timeout_s"])
-    try:
-        comm = GlooPushSum(world_size=world_size, share=spec["push_share"])
-        method.fit(
-            [(arrays["X"], arrays["y"])], client_ids=[rank], communicator=comm, callback=evaluate
-        )
-    finally:
-        dist.destroy_process_group()
-    cohort = method.cohort_
-    save_file(
-        {
-            "proxy": cohort.flat_proxies()[0].contiguous(),
-            "push_weight": cohort.push_weights.contiguous(),
-        },
-        str(out / f"proxy{rank}.safetensors"),
-    )
-    result = {
-        "rank": rank,
-        "epsilon": method.epsilons_[0],
-        "guarantee": method.privacy_guarantee_,
-        "dp_steps": cohort.dp_steps()[0],
-        "active": [r.active[0] for r in method.history_],
-        "bytes_sent": comm.bytes_sent,
-        "sent_numels": comm.sent_numels,
-        "proxy_numel": int(cohort.flat_proxies().shape[1]),
-        "exchange_seconds": comm.exchange_seconds,
-        "membership_seconds": comm.membership_seconds,
-        "train_seconds": [r.train_seconds for r in method.history_],
-        "evals": evals,
-    }
-    (out / f"rank{rank}.json").write_text(json.dumps(result))
-
-
-def run_comm_bench(
-    rank: int, world_size: int, master_addr: str, master_port: int, spec: dict[str, Any]
-) -> None:
-    """Exchange random proxies only, ``spec["rounds"]`` times, with PushSum or central averaging."""
-    _init(rank, world_size, master_addr, master_port, spec["timeout_s"])
-    try:
-        flat = torch.randn(1, spec["dim"], generator=torch.Generator().manual_seed(rank))
-        weights = torch.ones(1)
-        push, central = (
-            GlooPushSum(world_size=world_size),
-            GlooCentralAveraging(world_size=world_size),
-        )
-        everyone = list(range(world_size))
-        times = []
-        for t in range(spec["warmup"] + spec["rounds"]):
-            dist.barrier()  # time the exchange, not the wait for the slowest process
-            start = time.perf_counter()
-            if spec["scheme"] == "pushsum":
-                flat, weights = push.exchange(t, [rank], flat, weights, everyone)
-            else:
-                flat = central.exchange_flat(rank, flat[0]).unsqueeze(0)
-            if t >= spec["warmup"]:
-                times.append(time.perf_counter() - start)
-        sent = push.bytes_sent if spec["scheme"] == "pushsum" else central.bytes_sent
-    finally:
-        dist.destroy_process_group()
-    result = {
-        "rank": rank,
-        "seconds": times,
-        "bytes_sent": sent / (spec["warmup"] + spec["rounds"]),
-    }
-    (Path(spec["out_dir"]) / f"rank{rank}.json").write_text(json.dumps(result))
 
 
 def _spawn(

@@ -1,12 +1,13 @@
-"""Public feature metadata and subscription channels.
+"""The consortium's public feature dictionary: features, their bounds, defaults and encoding.
 
 The consortium agrees on feature names, kinds, bounds, categories and default values at the
 metadata level before any data moves (pubsub-ml.txt §3.2).  Everything here is *public*: bounds and
 defaults are domain knowledge, never statistics of a site's private data, so using them to scale
-inputs or to fill missing features leaks nothing (DESIGN.md, "Privacy is accounted").
+inputs or to fill missing features (pubsub-ml.txt §4 Step 3) leaks nothing (DESIGN.md, "Privacy is
+accounted").
 
-:class:`FeatureSchema` validates and encodes DataFrames; :class:`Channel` is the subscription
-channel F1 ∨ … ∨ Fk of pubsub-ml.txt §3.2.
+:class:`Feature` is one entry of the dictionary; :class:`FeatureSchema` validates, extends and
+encodes DataFrames with public bounds only.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from pubsubml.errors import ChannelSyntaxError, DataValidationError, SchemaMismatchError
+from pubsubml.errors import DataValidationError, SchemaMismatchError
 
-__all__ = ["Channel", "Feature", "FeatureSchema"]
+__all__ = ["Feature", "FeatureSchema"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
@@ -346,93 +347,3 @@ class FeatureSchema(BaseModel):
         return cls(
             features=tuple(Feature(name=n, lower=lower, upper=upper, default=d) for n in names)
         )
-
-
-# ---- channels ----------------------------------------------------------------------------
-_TOKEN_RE = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)|(?P<op>[&|∧∨]))")
-
-
-class Channel(BaseModel):
-    """A subscription channel F1 ∨ … ∨ Fk (pubsub-ml.txt §3.2).
-
-    A model matches when its input features contain every feature of at least one term Fi.
-
-    Examples
-    --------
-    >>> ch = Channel.parse("icu_los & age | wbc")
-    >>> ch.matches(["age", "icu_los", "sex"]), ch.matches(["age"]), ch.matches(["wbc"])
-    (True, False, True)
-    >>> str(ch)
-    'age & icu_los | wbc'
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    terms: tuple[tuple[str, ...], ...]
-
-    @model_validator(mode="after")
-    def _nonempty(self) -> Channel:
-        if not self.terms or any(not t for t in self.terms):
-            raise ChannelSyntaxError("a channel needs at least one non-empty term")
-        for t in self.terms:
-            for name in t:
-                if not _NAME_RE.match(name):
-                    raise ChannelSyntaxError(f"invalid feature name {name!r} in channel")
-        return self
-
-    @classmethod
-    def parse(cls, text: str) -> Channel:
-        """Parse ``"a & b | c"`` (also ``∧``/``∨``) into a channel.
-
-        Raises
-        ------
-        ChannelSyntaxError
-            On empty text, unknown characters, a dangling or doubled operator.
-        """
-        if not isinstance(text, str) or not text.strip():
-            raise ChannelSyntaxError("channel text is empty; expected e.g. 'age & sex | wbc'")
-        pos = 0
-        terms: list[list[str]] = [[]]
-        expect_name = True
-        stripped = text.rstrip()
-        while pos < len(stripped):
-            m = _TOKEN_RE.match(stripped, pos)
-            if m is None:
-                raise ChannelSyntaxError(
-                    f"unexpected character {stripped[pos:].lstrip()[:1]!r} at position {pos} in "
-                    f"channel {text!r}; use feature names joined by '&' and '|'"
-                )
-            pos = m.end()
-            if m.group("name"):
-                if not expect_name:
-                    raise ChannelSyntaxError(
-                        f"missing operator before {m.group('name')!r} in channel {text!r}"
-                    )
-                terms[-1].append(m.group("name"))
-                expect_name = False
-            else:
-                op = m.group("op")
-                if expect_name:
-                    raise ChannelSyntaxError(
-                        f"operator {op!r} at position {m.start('op')} has no "
-                        f"feature before it in channel {text!r}"
-                    )
-                if op in "|∨":
-                    terms.append([])
-                expect_name = True
-        if expect_name:
-            raise ChannelSyntaxError(f"channel {text!r} ends with an operator")
-        return cls(terms=tuple(tuple(sorted(set(t))) for t in terms))
-
-    def matches(self, features: Iterable[str]) -> bool:
-        """True when ``features`` contain every feature of at least one term."""
-        have = set(features)
-        return any(set(t) <= have for t in self.terms)
-
-    @property
-    def features(self) -> set[str]:
-        """Every feature named anywhere in the channel."""
-        return {n for t in self.terms for n in t}
-
-    def __str__(self) -> str:
-        return " | ".join(" & ".join(t) for t in self.terms)

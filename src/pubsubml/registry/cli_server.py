@@ -1,0 +1,95 @@
+"""``pubsubml registry migrate|serve``: the registry service's database and HTTP server.
+
+The registry is where publishers release DP models and subscribers receive them (pubsub-ml.txt
+§3, Algorithm 3); ``migrate`` creates or upgrades its database schema and ``serve`` runs its API
+with uvicorn.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pubsubml.errors import SchemaVersionError
+from pubsubml.registry.cli_options import (
+    DataOpt,
+    DbOpt,
+    _errors,
+    _settings,
+    console,
+    err_console,
+)
+
+__all__ = ["migrate_command", "registry_app", "serve_command"]
+
+registry_app = typer.Typer(help="Run and migrate the model registry service.", no_args_is_help=True)
+
+
+@registry_app.command("migrate")
+def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
+    """Create or upgrade the registry database schema to this version's newest revision."""
+    from pubsubml.registry.database import Database
+    from pubsubml.registry.migrate import upgrade
+
+    settings = _settings(db, data_dir, dev=True)
+    if settings.is_sqlite:
+        path = settings.database_url.removeprefix("sqlite:///")
+        if path and path != settings.database_url:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    database = Database(settings.database_url)
+    try:
+        with _errors():
+            revision = upgrade(database)
+    finally:
+        database.dispose()
+    console.print(f"database at schema revision {revision}")
+
+
+@registry_app.command("serve")
+def serve_command(
+    db: DbOpt = None,
+    data_dir: DataOpt = None,
+    store: Annotated[Path | None, typer.Option(help="Artifact store folder.")] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    dev: Annotated[
+        bool, typer.Option("--dev", help="Development mode (random admin token).")
+    ] = False,
+    max_upload_mb: Annotated[float | None, typer.Option(help="Upload limit in MiB.")] = None,
+    migrate: Annotated[
+        bool, typer.Option("--migrate", help="Upgrade the schema before serving.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN)."""
+    import uvicorn
+
+    from pubsubml.registry.app import create_app
+    from pubsubml.registry.database import Database
+    from pubsubml.registry.migrate import check_schema, upgrade
+
+    limit = None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024)
+    settings = _settings(db, data_dir, store_dir=store, dev=dev or None, max_upload_bytes=limit)
+    if dev and not os.environ.get("PUBSUBML_ADMIN_TOKEN"):
+        err_console.print(f"development admin token: {settings.admin_token.get_secret_value()}")
+    if settings.is_sqlite and migrate:
+        Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(
+            parents=True, exist_ok=True
+        )
+    database = Database(settings.database_url)
+    try:
+        if migrate:
+            upgrade(database)
+        check_schema(database)
+    except SchemaVersionError as exc:
+        database.dispose()
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from None
+    app = create_app(settings, database=database)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    finally:
+        database.dispose()

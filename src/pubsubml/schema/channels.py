@@ -1,0 +1,107 @@
+"""Subscription channels: which published models a subscriber receives (pubsub-ml.txt §3.2).
+
+A channel is a disjunction of conjunctions of feature names, F1 ∨ … ∨ Fk: a model matches when its
+input features contain every feature of at least one term Fi (pubsub-ml.txt §3.2, Example 1).
+Feature names follow the rules of the public feature dictionary
+(:mod:`~pubsubml.schema.features`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from pubsubml.errors import ChannelSyntaxError
+from pubsubml.schema.features import _NAME_RE
+
+__all__ = ["Channel"]
+
+_TOKEN_RE = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)|(?P<op>[&|∧∨]))")
+
+
+class Channel(BaseModel):
+    """A subscription channel F1 ∨ … ∨ Fk (pubsub-ml.txt §3.2).
+
+    A model matches when its input features contain every feature of at least one term Fi.
+
+    Examples
+    --------
+    >>> ch = Channel.parse("icu_los & age | wbc")
+    >>> ch.matches(["age", "icu_los", "sex"]), ch.matches(["age"]), ch.matches(["wbc"])
+    (True, False, True)
+    >>> str(ch)
+    'age & icu_los | wbc'
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    terms: tuple[tuple[str, ...], ...]
+
+    @model_validator(mode="after")
+    def _nonempty(self) -> Channel:
+        if not self.terms or any(not t for t in self.terms):
+            raise ChannelSyntaxError("a channel needs at least one non-empty term")
+        for t in self.terms:
+            for name in t:
+                if not _NAME_RE.match(name):
+                    raise ChannelSyntaxError(f"invalid feature name {name!r} in channel")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> Channel:
+        """Parse ``"a & b | c"`` (also ``∧``/``∨``) into a channel.
+
+        Raises
+        ------
+        ChannelSyntaxError
+            On empty text, unknown characters, a dangling or doubled operator.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ChannelSyntaxError("channel text is empty; expected e.g. 'age & sex | wbc'")
+        pos = 0
+        terms: list[list[str]] = [[]]
+        expect_name = True
+        stripped = text.rstrip()
+        while pos < len(stripped):
+            m = _TOKEN_RE.match(stripped, pos)
+            if m is None:
+                raise ChannelSyntaxError(
+                    f"unexpected character {stripped[pos:].lstrip()[:1]!r} at position {pos} in "
+                    f"channel {text!r}; use feature names joined by '&' and '|'"
+                )
+            pos = m.end()
+            if m.group("name"):
+                if not expect_name:
+                    raise ChannelSyntaxError(
+                        f"missing operator before {m.group('name')!r} in channel {text!r}"
+                    )
+                terms[-1].append(m.group("name"))
+                expect_name = False
+            else:
+                op = m.group("op")
+                if expect_name:
+                    raise ChannelSyntaxError(
+                        f"operator {op!r} at position {m.start('op')} has no "
+                        f"feature before it in channel {text!r}"
+                    )
+                if op in "|∨":
+                    terms.append([])
+                expect_name = True
+        if expect_name:
+            raise ChannelSyntaxError(f"channel {text!r} ends with an operator")
+        return cls(terms=tuple(tuple(sorted(set(t))) for t in terms))
+
+    def matches(self, features: Iterable[str]) -> bool:
+        """True when ``features`` contain every feature of at least one term."""
+        have = set(features)
+        return any(set(t) <= have for t in self.terms)
+
+    @property
+    def features(self) -> set[str]:
+        """Every feature named anywhere in the channel."""
+        return {n for t in self.terms for n in t}
+
+    def __str__(self) -> str:
+        return " | ".join(" & ".join(t) for t in self.terms)

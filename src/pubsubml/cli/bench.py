@@ -13,29 +13,16 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 
 if TYPE_CHECKING:
     from pubsubml.experiments.base import Experiment
 
-__all__ = [
-    "DEFAULT_OUT_DIR",
-    "OutDirOption",
-    "SmokeOption",
-    "experiment_command",
-    "fail",
-    "register_commands",
-    "register_experiments",
-    "run_experiment_command",
-]
-
-T = TypeVar("T")
+__all__ = ["DEFAULT_OUT_DIR", "experiment_command", "fail", "register_experiments"]
 
 DEFAULT_OUT_DIR = Path("docs/results")
-SmokeOption = Annotated[bool, typer.Option(help="Tiny configuration that runs in seconds (CI).")]
-OutDirOption = Annotated[Path, typer.Option(help="Folder for the outputs.")]
 
 
 def fail(message: str) -> NoReturn:
@@ -46,8 +33,11 @@ def fail(message: str) -> NoReturn:
 
 @contextmanager
 def _one_torch_thread() -> Iterator[None]:
+    import logging
+
     import torch
 
+    logging.getLogger("absl").setLevel(logging.ERROR)
     # The networks are small: one intra-op thread beats thread hand-offs on a few shared cores.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -55,54 +45,6 @@ def _one_torch_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
-
-
-def run_experiment_command(name: str, run: Callable[[], T], out_dir: Path | None = None) -> T:
-    """Run ``run()`` with one torch thread; a ``ValueError`` (bad option) exits with code 2.
-
-    Parameters
-    ----------
-    name : str
-        The benchmark, for messages.
-    run : callable
-        Runs the experiment and writes its files.
-    out_dir : Path, optional
-        Checked before ``run`` starts (see :func:`~pubsubml.experiments.runner.check_out_dir`), so a bad
-        folder fails at once, not after the run.
-
-    Returns
-    -------
-    object
-        What ``run`` returned.
-    """
-    import logging
-
-    logging.getLogger("absl").setLevel(logging.ERROR)
-    try:
-        if out_dir is not None:
-            from pubsubml.experiments.reports import check_out_dir
-
-            check_out_dir(out_dir)
-        with _one_torch_thread():
-            return run()
-    except ValueError as exc:
-        fail(f"{name}: {exc}")
-
-
-def register_commands(
-    bench_app: typer.Typer, names: Iterable[str], command: Callable[[str], Callable[..., None]]
-) -> None:
-    """Add ``command(name)`` to ``bench_app`` under each of ``names``.
-
-    Examples
-    --------
-    >>> app = typer.Typer()
-    >>> register_commands(app, ["a", "b"], lambda name: lambda: None)
-    >>> [c.name for c in app.registered_commands]
-    ['a', 'b']
-    """
-    for name in names:
-        bench_app.command(name)(command(name))
 
 
 _COMMON = ("seeds", "folds", "jobs", "smoke", "out_dir")
@@ -166,12 +108,16 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
         params.append(_option(p.name, kind, p.default, *flags, help=p.help))
 
     def command(**values: Any) -> None:
+        from pubsubml.experiments.reports import check_out_dir
+
         out_dir = Path(values.pop("out_dir"))
-        try:
+        try:  # every bad option is refused here, before anything runs or is written
             opts = exp.options(**values)
+            check_out_dir(out_dir)
         except ValueError as exc:
             fail(f"{exp.name}: {exc}")
-        written = run_experiment_command(exp.name, lambda: exp.run(out_dir, opts), out_dir)
+        with _one_torch_thread():
+            written = exp.run(out_dir, opts)
         typer.echo(f"{exp.name}: wrote {', '.join(str(p) for p in written)}")
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

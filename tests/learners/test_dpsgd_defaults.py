@@ -63,9 +63,10 @@ def test_regression_reaches_twice_the_scaled_target_range() -> None:
 
 def test_wide_inputs_lower_the_learning_rate_by_the_row_norm_bound() -> None:
     narrow = dp_sgd_defaults(1000, 1.0, 1e-5, 10)
-    wide = dp_sgd_defaults(1000, 1.0, 1e-5, 399)
+    wide = dp_sgd_defaults(1000, 1.0, 1e-5, 400)
 
-    assert wide.learning_rate == pytest.approx(1.0 / math.sqrt(400))
+    # ‖(x − ½, 1)‖ ≤ √(d/4 + 1) on the centred encoding: √101 for d = 400
+    assert wide.learning_rate == pytest.approx(1.0 / math.sqrt(101))
     assert wide.learning_rate < narrow.learning_rate
 
 

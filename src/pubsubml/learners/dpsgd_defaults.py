@@ -145,11 +145,13 @@ def dp_sgd_defaults(
       public [0, 1] input scaling needs: a logit swing of 20 (±10) across one feature's range for
       classification, twice the [0, 1] target range for regression.  (ii) *Jitter*: once the
       gradient is mostly noise, the steps point in random directions and move a pre-activation by
-      about η·‖(x, 1)‖ ≤ η·√(d + 1); keeping that below one logit (a tenth of the target range
-      for regression) bounds η by 1/√(d + 1).  A linear model takes η = min(reach / T,
-      jitter / √(d + 1)); with d = 10 this is 0.2 for classification, the rate that gave 0.84/0.78
-      accuracy on those public proxy streams (full batch, 100 steps, C = 1).
-      A network takes η = min(3e-2, 1/√(d + 1)), 3e-2 being the rate measured there.
+      about η·‖(x − ½, 1)‖ ≤ η·√(d/4 + 1) (the learners train on the encoding centred at its
+      midpoint, :data:`~pubsubml.learners.dpsgd_base.INPUT_CENTER`, so each column lies in
+      [−½, ½]); keeping that below one logit (a tenth of the target range for regression) bounds
+      η by 1/√(d/4 + 1).  A linear model takes η = min(reach / T, jitter / √(d/4 + 1)); with
+      d = 10 this is 0.2 for classification, the rate that gave 0.84/0.78 accuracy on those
+      public proxy streams (full batch, 100 steps, C = 1).
+      A network takes η = min(3e-2, 1/√(d/4 + 1)), 3e-2 being the rate measured there.
     * **Clipping.** C = 1: with Adam the scale of C cancels (updates are normalized per
       coordinate), and a small C that clips most per-sample gradients is the guide's advice
       (Ponomareva et al. 2023, §5).
@@ -179,7 +181,7 @@ def dp_sgd_defaults(
         raise ValueError(f"model must be 'linear' or 'mlp', got {model!r}")
     if task not in ("classification", "regression"):
         raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-    row_norm = math.sqrt(width + 1)  # ‖(x, 1)‖ for x in [0, 1]^d
+    row_norm = math.sqrt(width / 4 + 1)  # ‖(x − ½, 1)‖ for x in [0, 1]^d (centred training)
     if model == "linear":
         reach, jitter = (
             (_LOGIT_REACH, _LOGIT_JITTER)

@@ -45,7 +45,7 @@ _PARAMS_DOC = """
         Expected batch size (Poisson sampling rate q = batch_size / n).  ``"auto"``: n, the full
         batch.
     learning_rate : float or "auto", default="auto"
-        ``"auto"``: min(reach / 100, jitter / √(d + 1)) for d encoded columns
+        ``"auto"``: min(reach / 100, jitter / √(d/4 + 1)) for d encoded columns
         (:func:`~pubsubml.learners.dpsgd_defaults.dp_sgd_defaults`).
     optimizer : {"adam", "sgd", "auto"}, default="auto"
         ``"auto"``: Adam.

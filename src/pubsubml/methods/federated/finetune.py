@@ -22,6 +22,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.learners.dpsgd_base import centred, fold_input_center, unfold_input_center
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, train_dp_stacked
 
 if TYPE_CHECKING:
@@ -126,12 +127,13 @@ def fine_tune(
         optimizer=model.optimizer,
         private=False,
     )
-    Xt = torch.from_numpy(model.schema.encode(X, extra="ignore"))
+    Xt = centred(model.schema.encode(X, extra="ignore"))  # trained centred, as the global model
     if model.task == "classification":
         yt = torch.from_numpy(check_labels(y, list(model.classes_), len(Xt))[1])
     else:
         yt = torch.from_numpy(check_regression_targets(y, len(Xt)))
-    stack = MLPStack.from_modules([model.module_])  # a copy: model.module_ is not touched
+    # a copy on centred inputs: model.module_ is not touched
+    stack = MLPStack.from_modules([unfold_input_center(copy.deepcopy(model.module_))])
     train_dp_stacked(
         stack,
         [Xt],
@@ -141,6 +143,6 @@ def fine_tune(
         loss="cross_entropy" if model.task == "classification" else "mse",
     )
     tuned = copy.deepcopy(model)
-    tuned.module_ = stack.to_modules()[0]
+    tuned.module_ = fold_input_center(stack.to_modules()[0])
     tuned.fine_tuned_ = True
     return tuned

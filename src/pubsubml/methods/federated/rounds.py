@@ -34,6 +34,7 @@ from torch import Tensor
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.learners.dpsgd_base import centred, fold_input_center
 from pubsubml.methods.federated.dp import CentralDP, LocalDP, noise_multipliers
 from pubsubml.methods.federated.finetune import GlobalModelMixin
 from pubsubml.methods.federated.loop import (
@@ -184,7 +185,9 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
             raise TypeError("schema must be a FeatureSchema (inputs use its public bounds)")
         if len(clients) == 0:
             raise DataValidationError("no clients")
-        Xs = [torch.from_numpy(self.schema.encode(X, extra="ignore")) for X, _ in clients]
+        # trained on the public encoding centred at its midpoint, as the DP-SGD learners are
+        # (pubsubml.learners.dpsgd_base); the shift is folded into module_ after the last round
+        Xs = [centred(self.schema.encode(X, extra="ignore")) for X, _ in clients]
         pairs = [(len(X), y) for X, (_, y) in zip(Xs, clients, strict=True)]
         if self.task != "classification":
             return Xs, [torch.from_numpy(check_regression_targets(y, n)) for n, y in pairs], None
@@ -298,7 +301,7 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         with torch.no_grad():
             for p, v in zip(module.parameters(), params, strict=True):
                 p.copy_(v)
-        self.module_ = module
+        self.module_ = fold_input_center(module)
         if classes is not None:
             self.classes_ = classes
         self.n_features_in_ = len(self.schema)

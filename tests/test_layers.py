@@ -25,6 +25,7 @@ RANK: dict[str, float] = {
     "cli": 6,
     "experiments": 5,
     "methods": 4,
+    "audit": 4,
     "data": 3,
     "hub": 3,
     "sites": 3,

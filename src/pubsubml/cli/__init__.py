@@ -76,12 +76,14 @@ app.add_typer(bench_app, name="bench")
 
 def _mount_methods() -> None:
     import pubsubml.cli.async_dp as async_dp_cli
+    import pubsubml.cli.audit as audit_cli
     import pubsubml.cli.proxyfl as proxyfl_cli
     from pubsubml.cli.bench import register_experiments
     from pubsubml.experiments.catalog import EXPERIMENTS
 
     register_experiments(bench_app, EXPERIMENTS.values())
     app.command("forecast")(async_dp_cli.forecast)
+    app.command("audit")(audit_cli.audit)
     app.add_typer(proxyfl_cli.app, name="proxyfl")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pubsubml.experiments.async_dp import experiments as async_dp
+from pubsubml.experiments.audit import privacy_audit
 from pubsubml.experiments.base import Experiment
 from pubsubml.experiments.domain_experts import benches as domain_experts
 from pubsubml.experiments.proxyfl import benches as proxyfl
@@ -64,6 +65,7 @@ EXPERIMENTS: dict[str, Experiment] = register(
         *async_dp.EXPERIMENTS,
         *proxyfl.EXPERIMENTS,
         *domain_experts.EXPERIMENTS,
+        *privacy_audit.EXPERIMENTS,
     ]
 )
 """Name → :class:`~pubsubml.experiments.base.Experiment`, each registered once."""

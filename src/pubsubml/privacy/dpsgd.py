@@ -52,6 +52,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
+from pubsubml.errors import DataValidationError
 from pubsubml.privacy.dpsgd_spec import (
     _CLIP_EPS,
     ACTIVATIONS,
@@ -182,6 +183,22 @@ def _shuffled(n: int, config: DPSGDConfig, generator: torch.Generator) -> tuple[
     return torch.randperm(n, generator=generator).split(config.batch_size)
 
 
+def _add_canaries(
+    summed: dict[str, Tensor], canaries: Tensor, q: float, clip: float, generator: torch.Generator
+) -> int:
+    """Poisson-sample the canary records, clip their gradients, add them to ``summed``."""
+    chosen = canaries[poisson_sample(canaries.shape[0], q, generator)].to(torch.float32)
+    if chosen.shape[0] == 0:
+        return 0
+    factor = (clip / (chosen.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
+    total = (chosen * factor).sum(0)
+    for (k, g), part in zip(
+        summed.items(), total.split([g.numel() for g in summed.values()]), strict=True
+    ):
+        summed[k] = g + part.view_as(g)
+    return int(chosen.shape[0])
+
+
 def train_dp(
     module: nn.Module,
     X: Tensor,
@@ -191,6 +208,7 @@ def train_dp(
     generator: torch.Generator,
     loss: str | Loss = "cross_entropy",
     optimizer: torch.optim.Optimizer | None = None,
+    canary_gradients: Tensor | None = None,
 ) -> TrainResult:
     """Train any ``nn.Module`` in place with DP-SGD (the generic torch.func path).
 
@@ -208,6 +226,11 @@ def train_dp(
     optimizer : torch.optim.Optimizer, optional
         Any optimizer over ``module.parameters()``; the noisy gradient is written into ``.grad``.
         Defaults to the one named in ``config``.
+    canary_gradients : Tensor of shape (m, P), optional
+        For privacy auditing (:mod:`pubsubml.audit`): ``m`` extra records given by their
+        per-sample gradients over the ``P`` trainable parameters (flattened in
+        ``named_parameters()`` order).  They count in ``n``, are Poisson-sampled at every step
+        after the data rows and clipped to C like any record.  Private runs only.
 
     Returns
     -------
@@ -225,8 +248,15 @@ def train_dp(
     """
     n = _check_data(X, y)
     lossf = _loss(loss)
-    q, steps = config.sample_rate_for(n), config.steps_for(n)
     named = {k: p for k, p in module.named_parameters() if p.requires_grad}
+    n_params = sum(p.numel() for p in named.values())
+    if canary_gradients is not None:
+        if not config.private:
+            raise ValueError("canary gradients audit a private run; this one is not private")
+        if canary_gradients.ndim != 2 or canary_gradients.shape[1] != n_params:
+            raise DataValidationError(f"canary gradients must have shape (m, {n_params})")
+        n += canary_gradients.shape[0]
+    q, steps = config.sample_rate_for(n), config.steps_for(n)
     if optimizer is None:
         make = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
         optimizer = make(list(named.values()), lr=config.lr)
@@ -240,15 +270,18 @@ def train_dp(
             sizes[t] = len(idx)
         return TrainResult(module, steps, q, 0.0, math.inf, False, sizes)
     sigma, clip = config.noise_multiplier, config.max_grad_norm
+    n_data = X.shape[0]
     for t in range(steps):
-        idx = poisson_sample(n, q, generator).nonzero().squeeze(1)
+        idx = poisson_sample(n_data, q, generator).nonzero().squeeze(1)
         sizes[t] = len(idx)
         if len(idx) > 0:
             psg = per_sample_gradients(module, named, X[idx], y[idx], lossf)
             summed = {k: g.sum(0) for k, g in clip_per_sample(psg, clip)[0].items()}
         else:
             summed = {k: torch.zeros_like(p) for k, p in named.items()}
-        noise = torch.randn(sum(p.numel() for p in named.values()), generator=generator)
+        if canary_gradients is not None and canary_gradients.shape[0]:
+            sizes[t] += _add_canaries(summed, canary_gradients, q, clip, generator)
+        noise = torch.randn(n_params, generator=generator)
         for (k, p), z in zip(
             named.items(), noise.split([p.numel() for p in named.values()]), strict=True
         ):

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from pubsubml.errors import DataValidationError
 from pubsubml.privacy.dpsgd_spec import (
+    _CLIP_EPS,
     DPSGDConfig,
     Loss,
     TrainResult,
@@ -121,6 +122,7 @@ def train_dp_stacked(
     generators: Sequence[torch.Generator],
     loss: str | Loss = "cross_entropy",
     grad_hook: GradHook | None = None,
+    canary_gradients: Sequence[Tensor | None] | None = None,
 ) -> list[TrainResult]:
     """Train the ``S`` MLPs of ``stack`` in place, each on its own data, in one batched computation.
 
@@ -143,6 +145,12 @@ def train_dp_stacked(
         (clipped, noised and divided by the expected batch when private) and the optimizer
         step, on the flat (S, P) parameters (:attr:`MLPStack.flat`) and gradient; it edits
         ``grad`` in place, e.g. adds FedProx's proximal term μ(w − w_global).
+    canary_gradients : sequence of S (Tensor of shape (m_s, P) or None), optional
+        For privacy auditing (:mod:`pubsubml.audit`): ``m_s`` extra records of site ``s`` given
+        by their per-sample gradients (laid out as :attr:`MLPStack.flat`) instead of by data,
+        e.g. Dirac canaries.  They are records like any other: they count in ``n`` (sample
+        rate, expected batch), are Poisson-sampled at every step (after the data rows, from the
+        same generator) and clipped to C before the noise.  Private runs only.
 
     Returns
     -------
@@ -177,11 +185,20 @@ def train_dp_stacked(
     if len({(c.optimizer, c.private) for c in cfgs}) != 1:
         raise ValueError("all sites of a stack must share the optimizer and the privacy setting")
     X_pad, y_pad, ns = _pad(Xs, ys)
-    qs = [c.sample_rate_for(n) for c, n in zip(cfgs, ns, strict=True)]
-    steps = [c.steps_for(n) for c, n in zip(cfgs, ns, strict=True)]
+    canaries = _check_canaries(canary_gradients, stack, cfgs[0].private)
+    totals = [n + (0 if c is None else c.shape[0]) for n, c in zip(ns, canaries, strict=True)]
+    qs = [c.sample_rate_for(n) for c, n in zip(cfgs, totals, strict=True)]
+    steps = [c.steps_for(n) for c, n in zip(cfgs, totals, strict=True)]
     opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
-    run = _run_private if cfgs[0].private else _run_minibatch
-    sizes = run(stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, _loss(loss), grad_hook)
+    lossf = _loss(loss)
+    if cfgs[0].private:
+        sizes = _run_private(
+            stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, lossf, grad_hook, canaries
+        )
+    else:
+        sizes = _run_minibatch(
+            stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, lossf, grad_hook
+        )
     private = cfgs[0].private
     return [
         TrainResult(
@@ -197,6 +214,46 @@ def train_dp_stacked(
     ]
 
 
+def _check_canaries(
+    canary_gradients: Sequence[Tensor | None] | None, stack: MLPStack, private: bool
+) -> list[Tensor | None]:
+    """Validate per-site canary gradients: (m_s, P) float tensors of a private run, or None."""
+    if canary_gradients is None:
+        return [None] * stack.n_sites
+    canaries = list(canary_gradients)
+    if len(canaries) != stack.n_sites:
+        raise ValueError(f"{stack.n_sites} stacked sites need {stack.n_sites} canary entries")
+    if not private and any(c is not None for c in canaries):
+        raise ValueError("canary gradients audit a private run; this one is not private")
+    P = stack.flat.shape[1]
+    for c in canaries:
+        if c is not None and (c.ndim != 2 or c.shape[1] != P or not bool(c.isfinite().all())):
+            raise DataValidationError(f"canary gradients must be finite, of shape (m, {P})")
+    return [None if c is None else c.to(torch.float32) for c in canaries]
+
+
+def _add_canaries(
+    grad: Tensor,
+    canaries: list[Tensor | None],
+    running: Sequence[int],
+    q: Tensor,
+    clip: Tensor,
+    generators: Sequence[torch.Generator],
+    sizes: Tensor,
+) -> None:
+    """Poisson-sample each site's canaries and add their clipped gradients to the clipped sum."""
+    for s in running:
+        c = canaries[s]
+        if c is None or c.shape[0] == 0:
+            continue
+        chosen = c[torch.rand(c.shape[0], generator=generators[s]) < q[s]]
+        if chosen.shape[0]:
+            norms = chosen.norm(dim=1, keepdim=True)
+            factor = (clip[s] / (norms + _CLIP_EPS)).clamp(max=1.0)
+            grad[s] += (chosen * factor).sum(0)
+            sizes[s] += chosen.shape[0]
+
+
 def _run_private(
     stack: MLPStack,
     opt: _StackedOptimizer,
@@ -209,12 +266,17 @@ def _run_private(
     generators: Sequence[torch.Generator],
     loss: Loss,
     grad_hook: GradHook | None = None,
+    canaries: list[Tensor | None] | None = None,
 ) -> Tensor:
     S, scratch = len(ns), _Scratch()
     q = torch.tensor(qs, dtype=torch.float32)
     clip = torch.tensor([c.max_grad_norm for c in cfgs], dtype=torch.float32)
     noise_std = torch.tensor([c.noise_multiplier for c in cfgs], dtype=torch.float32) * clip
-    expected = q * torch.tensor(ns, dtype=torch.float32)
+    records = [
+        n + (0 if c is None else c.shape[0])
+        for n, c in zip(ns, canaries or [None] * S, strict=True)
+    ]
+    expected = q * torch.tensor(records, dtype=torch.float32)  # canaries are records too
     uniforms = torch.full((S, X_pad.shape[1]), 2.0)  # padding keeps 2.0: never sampled
     noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
     sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
@@ -229,6 +291,8 @@ def _run_private(
         stack.clipped_gradient_sum(
             X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch, out=grad
         )
+        if canaries is not None:
+            _add_canaries(grad, canaries, running, q, clip, generators, sizes[t])
         for s in running:
             torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
         grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))

@@ -1,0 +1,28 @@
+"""``pubsubml audit``: a correct learner passes, a broken one is flagged, bad options exit 2."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from pubsubml.cli import app
+
+runner = CliRunner()
+SMALL = ["--canaries", "300", "--rows", "300"]
+
+
+def test_a_correct_learner_is_consistent_with_its_claim() -> None:
+    result = runner.invoke(app, ["audit", "--learner", "linear", *SMALL])
+    assert result.exit_code == 0, result.output
+    assert "claimed ε = 0.9999" in result.output and "consistent" in result.output
+
+
+def test_a_broken_mechanism_exits_1_with_a_violation() -> None:
+    result = runner.invoke(app, ["audit", "--variant", "noise-off", *SMALL])
+    assert result.exit_code == 1
+    assert "VIOLATED" in result.output
+
+
+def test_bad_options_exit_2_with_one_line() -> None:
+    result = runner.invoke(app, ["audit", "--variant", "noise-x2"])
+    assert result.exit_code == 2
+    assert "unknown variant" in result.output

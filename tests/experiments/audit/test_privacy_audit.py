@@ -14,8 +14,12 @@ from pubsubml.experiments.catalog import get
 def test_registered_once_with_every_target_epsilon_and_variant() -> None:
     assert get("privacy-audit") is AUDIT
     grid = AUDIT.grid(AUDIT.options(smoke=True))
-    assert len(grid) == len(TARGETS) * len(EPSILONS) * 4
-    assert {g["variant"] for g in grid} == {"correct", "noise-off", "noise-x0.1", "clip-off"}
+    dpsgd = [g for g in grid if g["learner"] != "async_dp"]
+    laplace = [g for g in grid if g["learner"] == "async_dp"]
+    assert len(dpsgd) == (len(TARGETS) - 1) * len(EPSILONS) * 4
+    assert len(laplace) == len(EPSILONS) * 3
+    assert {g["variant"] for g in dpsgd} == {"correct", "noise-off", "noise-x0.1", "clip-off"}
+    assert {g["variant"] for g in laplace} == {"correct", "noise-x0.1", "l2-clip"}
 
 
 def test_a_fold_is_one_flat_record_with_the_claim_and_the_bound() -> None:
@@ -51,4 +55,5 @@ def test_smoke_run_writes_the_table_and_the_figure(tmp_path: Path) -> None:
     table = pd.read_csv(tmp_path / "privacy-audit.csv")
     correct = table[table.variant == "correct"]
     assert (correct.lower_bound <= correct.target_epsilon).all()
+    assert set(table.target) == {"dpsgd-mlp", "dpsgd-linear", "async-dp-answer"}
     assert "| target | path |" in (tmp_path / "privacy-audit.md").read_text()

@@ -13,7 +13,8 @@ SMALL = ["--canaries", "300", "--rows", "300"]
 def test_a_correct_learner_is_consistent_with_its_claim() -> None:
     result = runner.invoke(app, ["audit", "--learner", "linear", *SMALL])
     assert result.exit_code == 0, result.output
-    assert "claimed ε = 0.9999" in result.output and "consistent" in result.output
+    assert "dpsgd-linear (one-run, correct): claimed ε = 0.9999" in result.output
+    assert "consistent" in result.output
 
 
 def test_a_broken_mechanism_exits_1_with_a_violation() -> None:
@@ -26,3 +27,13 @@ def test_bad_options_exit_2_with_one_line() -> None:
     result = runner.invoke(app, ["audit", "--variant", "noise-x2"])
     assert result.exit_code == 2
     assert "unknown variant" in result.output
+
+
+def test_many_run_targets_are_reachable() -> None:
+    result = runner.invoke(app, ["audit", "--learner", "async-dp", "--canaries", "2000"])
+    assert result.exit_code == 0, result.output
+    assert "async-dp-answer (many-run, correct)" in result.output
+    broken = runner.invoke(
+        app, ["audit", "--learner", "dp-logistic", "--variant", "noise-off", "--canaries", "200"]
+    )
+    assert broken.exit_code == 2 and "unknown variant" in broken.output

@@ -14,10 +14,11 @@ from pubsubml.experiments.catalog import get
 def test_registered_once_with_every_target_epsilon_and_variant() -> None:
     assert get("privacy-audit") is AUDIT
     grid = AUDIT.grid(AUDIT.options(smoke=True))
-    dpsgd = [g for g in grid if g["learner"] != "async_dp"]
+    dpsgd = [g for g in grid if g["learner"] in ("mlp", "linear")]
     laplace = [g for g in grid if g["learner"] == "async_dp"]
-    assert len(dpsgd) == (len(TARGETS) - 1) * len(EPSILONS) * 4
-    assert len(laplace) == len(EPSILONS) * 3
+    logistic = [g for g in grid if g["learner"] == "dp_logistic"]
+    assert len(dpsgd) == (len(TARGETS) - 2) * len(EPSILONS) * 4
+    assert len(laplace) == len(EPSILONS) * 3 and len(logistic) == len(EPSILONS) * 2
     assert {g["variant"] for g in dpsgd} == {"correct", "noise-off", "noise-x0.1", "clip-off"}
     assert {g["variant"] for g in laplace} == {"correct", "noise-x0.1", "l2-clip"}
 
@@ -55,5 +56,5 @@ def test_smoke_run_writes_the_table_and_the_figure(tmp_path: Path) -> None:
     table = pd.read_csv(tmp_path / "privacy-audit.csv")
     correct = table[table.variant == "correct"]
     assert (correct.lower_bound <= correct.target_epsilon).all()
-    assert set(table.target) == {"dpsgd-mlp", "dpsgd-linear", "async-dp-answer"}
+    assert set(table.target) == {"dpsgd-mlp", "dpsgd-linear", "async-dp-answer", "dp-logistic"}
     assert "| target | path |" in (tmp_path / "privacy-audit.md").read_text()

@@ -23,12 +23,11 @@ NeurIPS 2020; Nasr et al., IEEE S&P 2021 (many-run audits with Clopper–Pearson
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
-from pubsubml.audit.bounds import many_run_epsilon_lower_bound
+from pubsubml.audit.guesses import check_many_run, many_run_bound
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.async_dp.learner import answer_gradient_query
 from pubsubml.methods.async_dp.oracle import SquaredLossOracle
@@ -38,7 +37,6 @@ __all__ = ["ASYNC_VARIANTS", "audit_async_dp"]
 ASYNC_VARIANTS: tuple[str, ...] = ("correct", "noise-x0.1", "l2-clip")
 _CLIP = 1.0  # Ξ
 _TARGET = 1e3  # |y| of the canary: its gradient is clipped whatever the clipping norm
-_QUANTILES = np.linspace(0.02, 0.98, 49)
 
 
 def _data(n: int, p: int, sign: float) -> tuple[np.ndarray, np.ndarray]:
@@ -65,17 +63,6 @@ def _answers(
     grad = -2.0 * y[-1] * X[-1]
     exact = grad * min(1.0, _CLIP / float(np.linalg.norm(grad))) / n
     return exact + rng.laplace(0.0, scale, (runs, p))
-
-
-def _best_threshold(s0: np.ndarray, s1: np.ndarray, delta: float) -> float:
-    """The threshold (a quantile of ``s1``) with the largest bound on these runs."""
-    best, chosen = -1.0, float(np.median(s1))
-    for t in np.quantile(s1, _QUANTILES):
-        fp, fn = int((s0 > t).sum()), int((s1 <= t).sum())
-        bound = many_run_epsilon_lower_bound(fp, len(s0), fn, len(s1), delta, 0.95)
-        if bound > best:
-            best, chosen = bound, float(t)
-    return chosen
 
 
 def audit_async_dp(
@@ -118,14 +105,9 @@ def audit_async_dp(
     >>> 0 < r.lower_bound <= 1.0
     True
     """
-    if variant not in ASYNC_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(ASYNC_VARIANTS)}")
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    if runs < 100 or n_records < 2 or n_features < 1:
-        raise ValueError("need runs >= 100, n_records >= 2 and n_features >= 1")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_many_run(variant, ASYNC_VARIANTS, epsilon, runs, n_records, confidence)
+    if n_features < 1:
+        raise ValueError(f"n_features must be >= 1, got {n_features!r}")
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     a0 = _answers(variant, 1.0, n_records, n_features, epsilon, runs, rng)
@@ -137,23 +119,19 @@ def audit_async_dp(
     def stat(a: np.ndarray) -> np.ndarray:
         return np.asarray((np.abs(a + mu) - np.abs(a - mu)).sum(axis=1) / scale)
 
-    s0, s1 = stat(a0), stat(a1)
-    half = runs // 2
-    t = _best_threshold(s0[:half], s1[:half], 0.0)
-    fp, fn = int((s0[half:] > t).sum()), int((s1[half:] <= t).sum())
-    bound = many_run_epsilon_lower_bound(fp, runs - half, fn, runs - half, 0.0, confidence)
+    test = many_run_bound(stat(a0), stat(a1), confidence)
     return AuditResult(
         target="async-dp-answer",
         variant=variant,
         claimed_epsilon=float(epsilon),
         delta=0.0,
-        lower_bound=bound,
+        lower_bound=test.lower_bound,
         confidence=confidence,
         method="many-run",
         canary="record",
         canaries=runs,
-        guesses=2 * (runs - half),
-        correct=2 * (runs - half) - fp - fn,
+        guesses=test.scored,
+        correct=test.correct,
         runtime_s=time.perf_counter() - start,
-        details={"n_records": n_records, "n_features": n_features, "threshold": t},
+        details={"n_records": n_records, "n_features": n_features, "threshold": test.threshold},
     )

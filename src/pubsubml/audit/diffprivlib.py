@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from pubsubml.audit.bounds import many_run_epsilon_lower_bound
+from pubsubml.audit.guesses import check_many_run, many_run_bound
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.logistic import DPLogisticRegression
 
@@ -34,7 +34,6 @@ __all__ = ["LOGISTIC_VARIANTS", "audit_dp_logistic"]
 
 LOGISTIC_VARIANTS: tuple[str, ...] = ("correct", "epsilon-x10")
 _FEATURES = 2
-_QUANTILES = np.linspace(0.02, 0.98, 49)
 
 
 def _scores(X: np.ndarray, y: np.ndarray, epsilon: float, runs: int, seed: int) -> np.ndarray:
@@ -86,14 +85,7 @@ def audit_dp_logistic(
     ValueError
         An unknown variant or a parameter out of range.
     """
-    if variant not in LOGISTIC_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(LOGISTIC_VARIANTS)}")
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    if runs < 100 or n_records < 2:
-        raise ValueError("need runs >= 100 and n_records >= 2")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_many_run(variant, LOGISTIC_VARIANTS, epsilon, runs, n_records, confidence)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     X = 0.1 * rng.random((n_records, _FEATURES))
@@ -104,27 +96,19 @@ def audit_dp_logistic(
     y1[-1], y0[-1] = 1, 0
     s1 = _scores(X, y1, trained, runs, seed * 10_000_019 + 1)
     s0 = _scores(X, y0, trained, runs, seed * 10_000_019 + runs + 1)
-    half = runs // 2
-    best, threshold = -1.0, float(np.median(s1[:half]))
-    for t in np.quantile(s1[:half], _QUANTILES):
-        fp, fn = int((s0[:half] > t).sum()), int((s1[:half] <= t).sum())
-        bound = many_run_epsilon_lower_bound(fp, half, fn, half, 0.0, confidence)
-        if bound > best:
-            best, threshold = bound, float(t)
-    fp, fn = int((s0[half:] > threshold).sum()), int((s1[half:] <= threshold).sum())
-    scored = runs - half
+    test = many_run_bound(s0, s1, confidence)
     return AuditResult(
         target="dp-logistic",
         variant=variant,
         claimed_epsilon=float(epsilon),
         delta=0.0,
-        lower_bound=many_run_epsilon_lower_bound(fp, scored, fn, scored, 0.0, confidence),
+        lower_bound=test.lower_bound,
         confidence=confidence,
         method="many-run",
         canary="record",
         canaries=runs,
-        guesses=2 * scored,
-        correct=2 * scored - fp - fn,
+        guesses=test.scored,
+        correct=test.correct,
         runtime_s=time.perf_counter() - start,
-        details={"n_records": n_records, "threshold": threshold},
+        details={"n_records": n_records, "threshold": test.threshold},
     )

@@ -1,0 +1,39 @@
+"""Guesses and threshold tests: from scores to an ε lower bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pubsubml.audit.guesses import draw_inclusion, many_run_bound, one_run_bound
+
+
+def test_one_run_bound_grows_with_the_separation_of_the_scores() -> None:
+    rng = np.random.default_rng(1)
+    included = draw_inclusion(2000, rng)
+    noise = rng.normal(size=2000)
+    bounds = [
+        one_run_bound(included * gap + noise, included, 1e-5).lower_bound for gap in (0, 2, 8)
+    ]
+    assert bounds[0] == 0.0 and bounds[0] < bounds[1] < bounds[2]
+
+
+def test_many_run_bound_is_zero_for_indistinguishable_runs_and_counts_the_scored_half() -> None:
+    rng = np.random.default_rng(2)
+    test = many_run_bound(rng.normal(size=1000), rng.normal(size=1000))
+    assert test.lower_bound == 0.0
+    assert test.scored == 1000 and 0 <= test.correct <= 1000
+
+
+def test_many_run_bound_of_laplace_shift_is_below_the_true_epsilon() -> None:
+    # one Laplace release of scale 1 shifted by 1 is exactly 1-DP
+    rng = np.random.default_rng(3)
+    test = many_run_bound(rng.laplace(0, 1, 20_000), rng.laplace(1, 1, 20_000))
+    assert 0.5 < test.lower_bound <= 1.0
+
+
+def test_many_run_bound_refuses_unequal_or_tiny_samples() -> None:
+    with pytest.raises(ValueError, match="equal samples"):
+        many_run_bound(np.zeros(10), np.zeros(9))
+    with pytest.raises(ValueError, match="equal samples"):
+        many_run_bound(np.zeros(2), np.zeros(2))

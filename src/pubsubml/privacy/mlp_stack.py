@@ -193,7 +193,18 @@ def train_dp_stacked(
     lossf = _loss(loss)
     if cfgs[0].private:
         sizes = _run_private(
-            stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, lossf, grad_hook, canaries
+            stack,
+            opt,
+            X_pad,
+            y_pad,
+            ns,
+            qs,
+            steps,
+            cfgs,
+            generators,
+            lossf,
+            grad_hook,
+            canaries if any(c is not None for c in canaries) else None,  # no per-step loop
         )
     else:
         sizes = _run_minibatch(

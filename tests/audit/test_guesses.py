@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pubsubml.audit.guesses import draw_inclusion, many_run_bound, one_run_bound
+from pubsubml.audit.guesses import dirac_scores, draw_inclusion, many_run_bound, one_run_bound
 
 
 def test_one_run_bound_grows_with_the_separation_of_the_scores() -> None:
@@ -37,3 +37,19 @@ def test_many_run_bound_refuses_unequal_or_tiny_samples() -> None:
         many_run_bound(np.zeros(10), np.zeros(9))
     with pytest.raises(ValueError, match="equal samples"):
         many_run_bound(np.zeros(2), np.zeros(2))
+
+
+def test_many_run_bound_splits_discrete_scores() -> None:
+    # a vote (0 or 1) that follows the canary: thresholds from both samples find "score > 0"
+    test = many_run_bound(np.zeros(4000), np.ones(4000))
+    assert test.lower_bound > 6 and test.correct == test.scored
+
+
+def test_dirac_scores_rank_a_sampled_canary_above_pure_noise() -> None:
+    rng = np.random.default_rng(4)
+    noise = rng.normal(0, 1.0, (50, 2))
+    noise[:, 0] += rng.random(50) < 0.5  # the canary's coordinate, sampled at q = 0.5
+    scores = dirac_scores(noise, q=0.5, sigma=1.0)
+    assert scores[0] > scores[1]
+    with pytest.raises(ValueError, match="sigma"):
+        dirac_scores(noise, q=0.5, sigma=0.0)

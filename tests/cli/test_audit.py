@@ -13,7 +13,7 @@ SMALL = ["--canaries", "300", "--rows", "300"]
 def test_a_correct_learner_is_consistent_with_its_claim() -> None:
     result = runner.invoke(app, ["audit", "--learner", "linear", *SMALL])
     assert result.exit_code == 0, result.output
-    assert "dpsgd-linear (one-run, correct): claimed ε = 0.9999" in result.output
+    assert "dpsgd-linear (one-run, 300 canaries, correct): claimed ε = 0.9999" in result.output
     assert "consistent" in result.output
 
 
@@ -32,8 +32,21 @@ def test_bad_options_exit_2_with_one_line() -> None:
 def test_many_run_targets_are_reachable() -> None:
     result = runner.invoke(app, ["audit", "--learner", "async-dp", "--canaries", "2000"])
     assert result.exit_code == 0, result.output
-    assert "async-dp-answer (many-run, correct)" in result.output
+    assert "async-dp-answer (many-run, 2000 runs per data set, correct)" in result.output
     broken = runner.invoke(
         app, ["audit", "--learner", "dp-logistic", "--variant", "noise-off", "--canaries", "200"]
     )
     assert broken.exit_code == 2 and "unknown variant" in broken.output
+
+
+def test_every_catalogued_target_is_reachable_by_name() -> None:
+    result = runner.invoke(
+        app,
+        ["audit", "--target", "dp-fedavg", "--canaries", "200", "--rows", "20", "--epsilon", "2"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "dp-fedavg-central (one-run, 200 canaries, correct)" in result.output
+    unknown = runner.invoke(app, ["audit", "--target", "fedbuff"])
+    assert unknown.exit_code == 2 and "unknown audit target" in unknown.output
+    bad_path = runner.invoke(app, ["audit", "--target", "proxyfl", "--path", "stacked"])
+    assert bad_path.exit_code == 2 and "unknown path" in bad_path.output

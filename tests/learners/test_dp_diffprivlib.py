@@ -293,8 +293,24 @@ def test_privacy_attributes_record_the_guarantee(cls: type) -> None:
     assert clf.privacy_events_ == [
         DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, neighbouring="replace_one")
     ]
-    # the events are what diffprivlib's accountant for this fit recorded, not the parameter
-    assert clf.estimator_.accountant.spent_budget == [(0.5, 0)]
+    # the events are what diffprivlib's accountant for this fit recorded, not the parameter:
+    # add/remove-calibrated mechanisms run at ε/2 for a replace-one ε
+    assert clf.estimator_.accountant.spent_budget == [(0.5 / cls._replace_one_factor, 0)]
+
+
+@pytest.mark.parametrize(
+    ("cls", "factor"),
+    [(DPLogisticRegression, 1.0), (DPGaussianNB, 2.0), (DPRandomForestClassifier, 2.0)],
+)
+def test_class_count_mechanisms_run_at_half_epsilon_for_a_replace_one_claim(
+    cls: type, factor: float
+) -> None:
+    # naive Bayes's class-count histogram and the forest's monotonic permute-and-flip leaves are
+    # ε-DP for add/remove; replacing a label moves two counts, so replace-one needs ε/2
+    clf = _model(cls, epsilon=1.0).fit(X, Y)
+
+    assert clf.estimator_.epsilon == pytest.approx(1.0 / factor)
+    assert clf.epsilon_ == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("cls", DP_CLASSES)

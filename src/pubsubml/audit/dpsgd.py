@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.guesses import draw_inclusion, one_run_bound
+from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
@@ -58,7 +58,12 @@ __all__ = [
     "DEFAULT_CANARIES",
     "DEFAULT_ROWS",
     "VARIANTS",
+    "Learner",
     "audit_dpsgd",
+    "broken_config",
+    "check_audit",
+    "learner_estimator",
+    "real_rows",
 ]
 
 Learner = Literal["mlp", "linear"]
@@ -77,7 +82,8 @@ _DIRAC_NORM = 10.0  # in units of C: clipped to C by a correct engine, unclipped
 _INPUT_VALUE = 3.0  # a crafted record's value on its column: about a real row's norm (√10)
 
 
-def _estimator(learner: Learner, epsilon: float, delta: float, seed: int) -> _DPSGDBase:
+def learner_estimator(learner: Learner, epsilon: float, delta: float, seed: int) -> _DPSGDBase:
+    """The audited estimator with its DP-SGD defaults (it resolves σ and the schedule)."""
     if learner == "mlp":
         return DPMLPClassifier(
             classes=[0, 1], target_epsilon=epsilon, target_delta=delta, random_state=seed
@@ -85,7 +91,7 @@ def _estimator(learner: Learner, epsilon: float, delta: float, seed: int) -> _DP
     return DPSGDLogisticRegression(classes=[0, 1], epsilon=epsilon, delta=delta, random_state=seed)
 
 
-def _real_rows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def real_rows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """A public synthetic task: 10 standard-normal features, a noisy linear rule."""
     X = rng.standard_normal((n, _REAL_FEATURES))
     w = rng.standard_normal(_REAL_FEATURES)
@@ -93,7 +99,7 @@ def _real_rows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray
     return X, y
 
 
-def _broken(config: DPSGDConfig, variant: str) -> DPSGDConfig:
+def broken_config(config: DPSGDConfig, variant: str) -> DPSGDConfig:
     """The run configuration of a negative control (the claim stays ``config``'s)."""
     if variant == "noise-off":
         return dataclasses.replace(config, noise_multiplier=0.0)
@@ -109,9 +115,10 @@ def _broken(config: DPSGDConfig, variant: str) -> DPSGDConfig:
     return config
 
 
-def _check(
+def check_audit(
     epsilon: float, variant: str, canaries: int, delta: float, confidence: float, rows: int
 ) -> None:
+    """Validate a one-run audit's parameters (raises ValueError naming the bad one)."""
     if not (isinstance(epsilon, int | float) and epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
     if variant not in VARIANTS:
@@ -146,14 +153,10 @@ class _Releases:
 def _likelihood_scores(
     releases: Tensor, result: TrainResult, nominal: DPSGDConfig, n: int
 ) -> np.ndarray:
-    """Per-canary log-likelihood ratio of "sampled with prob. q" against "never there"."""
-    q, sigma = result.sample_rate, nominal.noise_multiplier
+    """Per-canary log-likelihood ratio of the releases (:func:`dirac_scores`)."""
+    q = result.sample_rate
     y = releases.double() * (q * n) / nominal.max_grad_norm  # in units of C
-    log_in = np.logaddexp(
-        math.log1p(-q) if q < 1 else -math.inf,
-        math.log(q) + ((2 * y - 1) / (2 * sigma**2)).numpy(),
-    )
-    return np.asarray(log_in.sum(axis=0))
+    return dirac_scores(y.numpy(), q, nominal.noise_multiplier)
 
 
 def _train(
@@ -264,21 +267,21 @@ def audit_dpsgd(
     if learner not in ("mlp", "linear") or path not in ("stacked", "generic"):
         raise ValueError("learner must be 'mlp' or 'linear' and path 'stacked' or 'generic'")
     m = DEFAULT_CANARIES["gradient"] if canaries is None else canaries
-    _check(epsilon, variant, m, delta, confidence, rows)
+    check_audit(epsilon, variant, m, delta, confidence, rows)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    est = _estimator(learner, epsilon, delta, seed)
+    est = learner_estimator(learner, epsilon, delta, seed)
     hidden = est._hidden()
     out0 = int(hidden[0]) if hidden else 2
     width = _REAL_FEATURES + math.ceil(m / out0)
-    X_real, y_real = _real_rows(rows, rng)
+    X_real, y_real = real_rows(rows, rng)
     X = torch.zeros(rows, width, dtype=torch.float32)
     X[:, :_REAL_FEATURES] = torch.from_numpy(X_real.astype(np.float32))
     y = torch.from_numpy(y_real)
     included = draw_inclusion(m, rng)
     n = rows + int(included.sum())
     config, _ = est._config(n, width)  # σ for n records: the claim
-    run_config = _broken(config, variant)
+    run_config = broken_config(config, variant)
     sizes = (width, *(int(h) for h in hidden), 2)
     n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
     coords = _dirac_coordinates(m, out0, width)

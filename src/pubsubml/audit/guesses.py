@@ -21,9 +21,11 @@ __all__ = [
     "ManyRunBound",
     "OneRunBound",
     "check_many_run",
+    "dirac_scores",
     "draw_inclusion",
     "many_run_bound",
     "one_run_bound",
+    "runs_to_refute",
 ]
 
 #: Fractions of the canaries guessed on; fixed before any score is seen.
@@ -46,6 +48,48 @@ def draw_inclusion(m: int, rng: np.random.Generator) -> np.ndarray:
     if m < 2:
         raise ValueError(f"an audit needs at least 2 canaries, got {m}")
     return rng.random(m) < 0.5
+
+
+def dirac_scores(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """Membership scores of Dirac canaries from every release of their coordinates.
+
+    ``y[t, i]`` is release ``t`` on canary ``i``'s coordinate in units of the clip norm C: N(0, σ²)
+    without the canary and, with it, N(1, σ²) when it was sampled (probability ``q``) and N(0, σ²)
+    otherwise.  The score is the log-likelihood ratio of "included" against "never there",
+    ``Σ_t log(1 − q + q·exp((2y_t − 1)/(2σ²)))``.
+
+    Parameters
+    ----------
+    y : array of shape (T, m)
+        The releases, one row per step (or round).
+    q : float
+        Sampling rate of a record (or client) per step, in (0, 1].
+    sigma : float
+        The claimed noise multiplier σ > 0 (the auditor scores with the claimed mechanism).
+
+    Returns
+    -------
+    ndarray of shape (m,)
+
+    References
+    ----------
+    Steinke, Nasr & Jagielski (NeurIPS 2023), §6 (Dirac canaries, white box); Nasr et al.
+    (IEEE S&P 2021), §3 (the likelihood-ratio test on released gradients).
+
+    Examples
+    --------
+    >>> s = dirac_scores(np.array([[1.0, 0.0]]), q=1.0, sigma=1.0)
+    >>> bool(s[0] > s[1])
+    True
+    """
+    if not 0 < q <= 1 or not sigma > 0:
+        raise ValueError(f"need 0 < q <= 1 and sigma > 0, got {q!r}, {sigma!r}")
+    y = np.asarray(y, dtype=float)
+    log_in = np.logaddexp(
+        np.log1p(-q) if q < 1 else -np.inf,
+        np.log(q) + (2 * y - 1) / (2 * sigma**2),
+    )
+    return np.asarray(log_in.sum(axis=0))
 
 
 def one_run_bound(
@@ -125,7 +169,7 @@ def many_run_bound(
     """ε lower bound (δ = 0) from scores of runs without and with the canary.
 
     The test "score > t" calls a run "with the canary".  Its threshold ``t`` is chosen on the
-    first half of each sample (the quantile of the with-canary scores, over a fixed grid, whose
+    first half of each sample (the quantile of the pooled scores, over a fixed grid, whose
     bound is largest there) and the error rates are counted on the second half, so the choice does
     not inflate the confidence of the reported bound.
 
@@ -154,7 +198,9 @@ def many_run_bound(
         raise ValueError(f"need two equal samples of at least 4 runs, got {s0.shape}, {s1.shape}")
     half = len(s0) // 2
     best, threshold = -1.0, float(np.median(s1[:half]))
-    for t in np.quantile(s1[:half], _QUANTILES):
+    # thresholds from both samples, so a test on discrete scores (a vote, a saturated
+    # probability) can split them between two values
+    for t in np.unique(np.quantile(np.concatenate([s0[:half], s1[:half]]), _QUANTILES)):
         fp, fn = int((s0[:half] > t).sum()), int((s1[:half] <= t).sum())
         bound = many_run_epsilon_lower_bound(fp, half, fn, half, 0.0, confidence)
         if bound > best:
@@ -167,6 +213,27 @@ def many_run_bound(
         2 * scored,
         2 * scored - fp - fn,
     )
+
+
+def runs_to_refute(epsilon: float, minimum: int) -> int:
+    """Runs per data set a many-run audit needs before it *can* refute a claimed ε.
+
+    A perfect test scored on ``N`` runs per side reaches at most about ``log(N / 3.7)`` at 95 %
+    confidence (the Clopper–Pearson bound on zero false positives), so refuting ε takes
+    ``N > 3.7·e^ε`` scored runs whatever the mechanism.  This returns ``2·⌈8·e^ε⌉`` (half choose
+    the threshold, half are scored; a perfect test then reaches about ε + 0.77), or ``minimum``
+    when that is larger.  Derived from the claim alone, before any run.
+
+    Examples
+    --------
+    >>> runs_to_refute(1.0, 2000), runs_to_refute(8.0, 2000)
+    (2000, 47696)
+    """
+    if not (epsilon > 0 and np.isfinite(epsilon)) or minimum < 4:
+        raise ValueError(
+            f"need a finite epsilon > 0 and minimum >= 4, got {epsilon!r}, {minimum!r}"
+        )
+    return max(int(minimum), 2 * int(np.ceil(8 * np.exp(epsilon))))
 
 
 def check_many_run(

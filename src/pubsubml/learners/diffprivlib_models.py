@@ -105,16 +105,28 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         The (ε, 0) guarantee of the model (diffprivlib's mechanisms are pure ε-DP).
     privacy_events_ : list of DPEvent
         One ``DPEvent(mechanism="approx_dp", epsilon=ε, delta=0, neighbouring="replace_one")``
-        per diffprivlib mechanism: diffprivlib calibrates its noise for datasets that differ in
-        one record's value (replace-one neighbours).
+        per diffprivlib mechanism: the guarantee for data sets that differ in one record's value,
+        label included (replace-one neighbours).
     schema_ : FeatureSchema or None
     n_features_in_ : int
+
+    Notes
+    -----
+    Some diffprivlib mechanisms are calibrated for add/remove neighbours: a noisy histogram of
+    class counts (naive Bayes) or a permute-and-flip choice of a leaf's label with a *monotonic*
+    utility (random forest).  Replacing a record's label moves two counts at once, so their
+    replace-one guarantee is 2ε.  Such subclasses set :attr:`_replace_one_factor` = 2: diffprivlib
+    runs at ε/2 and the model's replace-one ε is twice what diffprivlib recorded.  A privacy
+    audit with replace-one neighbours (:func:`pubsubml.audit.diffprivlib.audit_diffprivlib`)
+    measured the forest's leaves above ε before this correction.
     """
 
     schema: FeatureSchema | None
     classes: Sequence[Any] | None
     epsilon: float
     random_state: Any
+    #: Replace-one ε per unit of ε diffprivlib records (2 for add/remove-calibrated mechanisms).
+    _replace_one_factor: float = 1.0
 
     @abstractmethod
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
@@ -150,10 +162,13 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
             )
         Z = self._encode_new(X)
         classes_, codes = check_labels(y, self.classes, Z.shape[0])
-        model = self._train(Z, codes, len(classes_), epsilon)
-        # What the mechanisms spent, as diffprivlib's own accountant for this fit recorded it.
-        spent = [(float(e), float(d)) for e, d in model.accountant.spent_budget]
+        factor = self._replace_one_factor
+        model = self._train(Z, codes, len(classes_), epsilon / factor)
+        # What the mechanisms spent, as diffprivlib's own accountant for this fit recorded it,
+        # in replace-one ε.
+        spent = [(factor * float(e), float(d)) for e, d in model.accountant.spent_budget]
         total_epsilon, total_delta = (float(v) for v in model.accountant.total())
+        total_epsilon *= factor
         if not spent or total_epsilon > epsilon * (1 + 1e-9) or total_delta > 0:
             raise InvalidPrivacyParameterError(
                 f"{type(self).__name__}: diffprivlib recorded spends {spent} for a requested "

@@ -75,6 +75,8 @@ class DPRandomForestClassifier(DiffprivlibClassifier):
     (4, 3)
     """
 
+    _replace_one_factor = 2.0  # add/remove-calibrated counts (see DiffprivlibClassifier)
+
     def __init__(
         self,
         *,

@@ -78,6 +78,8 @@ class DPGaussianNB(DiffprivlibClassifier):
     ((4, 2), ['a', 'b'])
     """
 
+    _replace_one_factor = 2.0  # add/remove-calibrated counts (see DiffprivlibClassifier)
+
     def __init__(
         self,
         *,

@@ -38,7 +38,7 @@ from pubsubml.privacy.dpsgd_spec import (
 )
 from pubsubml.privacy.mlp_stack_math import MLPStack, _Scratch
 
-__all__ = ["MLPStack", "train_dp_stacked"]
+__all__ = ["CanaryGradients", "MLPStack", "train_dp_stacked"]
 
 #: ``grad_hook(params, grad)``: flat (S, P) parameters and step gradient; edits ``grad`` in place.
 GradHook = Callable[[Tensor, Tensor], None]
@@ -243,26 +243,64 @@ def _check_canaries(
     return [None if c is None else c.to(torch.float32) for c in canaries]
 
 
-def _add_canaries(
-    grad: Tensor,
-    canaries: list[Tensor | None],
-    running: Sequence[int],
-    q: Tensor,
-    clip: Tensor,
-    generators: Sequence[torch.Generator],
-    sizes: Tensor,
-) -> None:
-    """Poisson-sample each site's canaries and add their clipped gradients to the clipped sum."""
-    for s in running:
-        c = canaries[s]
-        if c is None or c.shape[0] == 0:
-            continue
-        chosen = c[torch.rand(c.shape[0], generator=generators[s]) < q[s]]
-        if chosen.shape[0]:
-            norms = chosen.norm(dim=1, keepdim=True)
-            factor = (clip[s] / (norms + _CLIP_EPS)).clamp(max=1.0)
-            grad[s] += (chosen * factor).sum(0)
-            sizes[s] += chosen.shape[0]
+class CanaryGradients:
+    """Audit canaries: each site's canary gradients, clipped once, added to its clipped sum.
+
+    A privacy audit (:mod:`pubsubml.audit`) inserts records whose per-sample gradient it chooses
+    (Steinke, Nasr & Jagielski, NeurIPS 2023, §6, Dirac canaries).  Each step every running
+    site Poisson-samples its canaries at its rate q with its own generator (one ``rand(m_s)``
+    per step, after the site's other draws for the step's records) and adds their clipped
+    gradients to its sum of clipped per-sample gradients, before the noise.
+
+    Parameters
+    ----------
+    canaries : list of S (Tensor of shape (m_s, P) or None)
+        Flat per-sample gradients of each site's canaries.
+    clip : Tensor of shape (S,)
+        Each site's clip norm C.
+    """
+
+    def __init__(self, canaries: list[Tensor | None], clip: Tensor) -> None:
+        self.counts = [0 if c is None else int(c.shape[0]) for c in canaries]
+        S, m = len(canaries), max(self.counts)
+        P = next(c.shape[1] for c in canaries if c is not None)
+        self.clipped = torch.zeros(S, m, P)
+        for s, c in enumerate(canaries):
+            if c is not None and c.shape[0]:
+                factor = (clip[s] / (c.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
+                self.clipped[s, : c.shape[0]] = c * factor
+        self.uniforms = torch.full((S, m), 2.0)  # padding keeps 2.0: never sampled
+
+    def add(
+        self,
+        grad: Tensor,
+        running: Sequence[int],
+        q: Tensor,
+        generators: Sequence[torch.Generator],
+        sizes: Tensor | None = None,
+    ) -> None:
+        """Poisson-sample each running site's canaries and add their clipped gradients.
+
+        Parameters
+        ----------
+        grad : Tensor of shape (S, P)
+            The sites' sums of clipped gradients, updated in place.
+        running : sequence of int
+            The sites that take this step.
+        q : Tensor of shape (S,)
+        generators : sequence of torch.Generator
+        sizes : Tensor of shape (S,), optional
+            Batch sizes, incremented by the canaries sampled.
+        """
+        self.uniforms.fill_(2.0)
+        for s in running:
+            m = self.counts[s]
+            if m:
+                torch.rand(m, generator=generators[s], out=self.uniforms[s, :m])
+        chosen = self.uniforms < q.unsqueeze(1)
+        if sizes is not None:
+            sizes += chosen.sum(1)
+        grad += torch.einsum("sm,smp->sp", chosen.to(grad.dtype), self.clipped)
 
 
 def _run_private(
@@ -289,6 +327,7 @@ def _run_private(
     ]
     expected = q * torch.tensor(records, dtype=torch.float32)  # canaries are records too
     uniforms = torch.full((S, X_pad.shape[1]), 2.0)  # padding keeps 2.0: never sampled
+    batch_canaries = None if canaries is None else CanaryGradients(canaries, clip)
     noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
     sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
     sizes = torch.zeros(max(steps), S, dtype=torch.long)
@@ -302,8 +341,8 @@ def _run_private(
         stack.clipped_gradient_sum(
             X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch, out=grad
         )
-        if canaries is not None:
-            _add_canaries(grad, canaries, running, q, clip, generators, sizes[t])
+        if batch_canaries is not None:
+            batch_canaries.add(grad, running, q, generators, sizes[t])
         for s in running:
             torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
         grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))

@@ -30,6 +30,7 @@ from pubsubml.methods.domain_experts.gate import (
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm
 from pubsubml.privacy.dpsgd import poisson_sample
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.mlp_stack import CanaryGradients
 
 __all__ = ["Split", "Users", "local_round", "user_step"]
 
@@ -66,6 +67,10 @@ class Users:
     max_grad_norm : float
         C.
     record_messages : bool
+    canaries : list of (CanaryGradients or None), optional
+        Per user, audit canaries (:mod:`pubsubml.audit.domain_experts`): with ``dp`` each step
+        Poisson-samples them at the user's rate into the sum of clipped gradients, before the
+        noise.  None (the default) outside an audit.
     """
 
     train: list[Split]
@@ -83,6 +88,7 @@ class Users:
     dp: bool
     max_grad_norm: float
     record_messages: bool
+    canaries: list[CanaryGradients | None] | None = None
 
 
 def local_round(
@@ -135,6 +141,12 @@ def user_step(i: int, users: Users, general: nn.Module) -> list[Tensor]:
         summed = [grads[k].sum(0) for k in names]
     else:
         summed = [torch.zeros_like(p) for p in general.parameters()]
+    canaries = None if users.canaries is None else users.canaries[i]
+    if users.dp and canaries is not None:
+        flat = torch.cat([g.reshape(-1) for g in summed]).unsqueeze(0)
+        canaries.add(flat, [0], torch.tensor([rate]), [gen])
+        parts = flat[0].split([g.numel() for g in summed])
+        summed = [part.reshape(g.shape) for part, g in zip(parts, summed, strict=True)]
     if users.dp and sigma > 0:
         std = sigma * users.max_grad_norm
         summed = [g + std * torch.randn(g.shape, generator=gen) for g in summed]

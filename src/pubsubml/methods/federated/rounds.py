@@ -50,14 +50,14 @@ from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_sta
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["Client", "FederatedMLP"]
+__all__ = ["Client", "FederatedMLP", "StackedClients"]
 
 Client = tuple[pd.DataFrame, Any]
 _DP_MODES: dict[Any, str] = {True: "local", "local": "local", "central": "central", False: "none"}
 
 
 @dataclasses.dataclass
-class _StackedClients:
+class StackedClients:
     """Local training of a round's chosen clients, all at once on the stacked DP-SGD engine."""
 
     Xs: list[Tensor]
@@ -275,7 +275,7 @@ class FederatedMLP(GlobalModelMixin, BaseEstimator, metaclass=ABCMeta):
         if mode == "local":  # σ covers the most rounds any client takes part in
             steps = [base.steps_for(n) * int(counts.max()) for n in ns]
             sigmas = self._noise([base.sample_rate_for(n) for n in ns], steps)
-        local_training: LocalTraining = _StackedClients(
+        local_training: LocalTraining = StackedClients(
             Xs,
             ys,
             [dataclasses.replace(base, noise_multiplier=s) for s in sigmas],

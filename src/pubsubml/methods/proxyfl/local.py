@@ -41,7 +41,7 @@ proxyfl.txt §3.2 (Eq. 2–7), §3.3, §4.1 (Adam, lr 1e-3, weight decay 1e-4, b
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import torch
@@ -59,6 +59,7 @@ from pubsubml.methods.proxyfl.dml import (
 from pubsubml.privacy.accountant import PrivacyAccountant, check_delta, compute_epsilon
 from pubsubml.privacy.dpsgd import Loss, MLPStack, init_mlp, poisson_sample
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.mlp_stack import CanaryGradients
 
 __all__ = [
     "ClientCohort",
@@ -179,6 +180,39 @@ class ClientCohort:
         self.push_weights = torch.ones(S, dtype=torch.float32)
         self.active = torch.ones(S, dtype=torch.bool)
         self.rounds_trained = [0] * S
+        self._canaries: CanaryGradients | None = None
+        self._release_hook: Callable[[Tensor], None] | None = None
+
+    def attach_audit(
+        self,
+        canary_gradients: Sequence[Tensor | None],
+        release_hook: Callable[[Tensor], None] | None = None,
+    ) -> None:
+        """White-box audit hooks (:mod:`pubsubml.audit.proxyfl`): canaries and released gradients.
+
+        Each DP step every live client Poisson-samples its canary gradients at its rate q
+        (:class:`~pubsubml.privacy.mlp_stack.CanaryGradients`) into its sum of clipped
+        gradients, before the noise; ``release_hook`` then sees the released noisy gradients,
+        flat (S, d_θ), divided by ``q·n`` as the proxies' optimizer gets them.
+
+        Raises
+        ------
+        ValueError
+            Without DP, or not one entry (None or (m, d_θ)) per client.
+        """
+        if not self.config.dp:
+            raise ValueError("canary gradients audit a DP run; this cohort runs without DP")
+        P = sum(p[0].numel() for p in self.proxy.parameters())
+        entries = list(canary_gradients)
+        if len(entries) != len(self.n) or any(
+            c is not None and (c.dim() != 2 or c.shape[1] != P) for c in entries
+        ):
+            raise ValueError(f"need one canary entry (None or (m, {P})) per client")
+        if all(c is None for c in entries):
+            entries[0] = torch.zeros(0, P)
+        clip = torch.full((len(self.n),), self.config.max_grad_norm)
+        self._canaries = CanaryGradients(entries, clip)
+        self._release_hook = release_hook
 
     # ---- privacy ---------------------------------------------------------------------------
     def round_event(self, s: int) -> DPEvent:
@@ -270,7 +304,11 @@ class ClientCohort:
         clip = torch.full((S,), cfg.max_grad_norm) if cfg.dp else None
         grads, _ = self.proxy.clipped_gradient_sum(Xb, yb, valid & live.unsqueeze(1), loss, clip)
         if cfg.dp:
+            if self._canaries is not None:
+                self._add_canaries(grads, live)
             self._add_noise(grads, live)
+            if self._release_hook is not None:
+                self._release_hook(torch.cat([g.reshape(S, -1) for g in grads], 1))
         else:
             denom = counts.clamp(min=1).to(torch.float32)
             for g in grads:
@@ -278,6 +316,18 @@ class ClientCohort:
         self.proxy_opt.step(grads, live)
         if self.privates is not None:
             self._private_step(private_logits, proxy_logits, yb, counts)
+
+    def _add_canaries(self, grads: list[Tensor], live: Tensor) -> None:
+        assert self._canaries is not None
+        S = len(self.n)
+        flat = torch.cat([g.reshape(S, -1) for g in grads], 1)
+        running = live.nonzero().flatten().tolist()
+        self._canaries.add(flat, running, torch.tensor(self.q), self.generators)
+        offset = 0
+        for g in grads:
+            size = g[0].numel()
+            g.copy_(flat[:, offset : offset + size].reshape(g.shape))
+            offset += size
 
     def _add_noise(self, grads: list[Tensor], live: Tensor) -> None:
         """Eq. 7: add N(0, σ²C²) per parameter, divide by the expected batch size ``q·n``."""

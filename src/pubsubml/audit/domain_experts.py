@@ -36,8 +36,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from pubsubml.audit.dpsgd import check_audit, real_rows
-from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
+from pubsubml.audit.dirac import (
+    REAL_FEATURES,
+    broken_run,
+    check_count,
+    dirac_coordinates,
+    dirac_rows,
+    one_run_result,
+    padded_rows,
+)
+from pubsubml.audit.dpsgd import check_audit
+from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.domain_experts.users import Users, local_round
 from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
@@ -57,8 +66,6 @@ EXPERTS_VARIANTS: tuple[str, ...] = (
     "clip-off",
     "paper-accounting",
 )
-_REAL_FEATURES = 10
-_DIRAC_NORM = 10.0
 # DomainExpertsFL's defaults: a linear M_G, 500 rounds, L = 50, lr 0.1 (SGD), 0.01 and 0.05.
 _ROUNDS, _BATCH, _LR_GENERAL, _LR_PRIVATE, _LR_GATE = 500, 50, 0.1, 0.01, 0.05
 
@@ -107,41 +114,25 @@ def audit_domain_experts(
     if variant not in EXPERTS_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {list(EXPERTS_VARIANTS)}")
     check_audit(epsilon, "correct", canaries, delta, confidence, rows)
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+    check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     n_classes = 2
-    width = _REAL_FEATURES + math.ceil(canaries / n_classes)
-    splits = []
-    for n in (rows, max(2, rows // 2)):
-        X_real, y_real = real_rows(n, rng)
-        X = torch.zeros(n, width)
-        X[:, :_REAL_FEATURES] = torch.from_numpy(X_real.astype(np.float32))
-        splits.append((X, torch.from_numpy(y_real)))
+    width = REAL_FEATURES + math.ceil(canaries / n_classes)
+    splits = [padded_rows(n, width, rng) for n in (rows, max(2, rows // 2))]
     included = draw_inclusion(canaries, rng)
     q = min(1.0, _BATCH / rows)
     sigma = noise_multipliers(epsilon, delta, [q], [rounds], "pld")[0]
     C = 1.0
-    run_sigma, run_clip = sigma, C
-    if variant == "noise-off":
-        run_sigma = 0.0
-    elif variant == "noise-x0.1":
-        run_sigma = sigma / 10
-    elif variant == "clip-off":
-        run_sigma, run_clip = sigma / 1e6, C * 1e6
+    run_sigma, run_clip = broken_run(variant, sigma, C)
     general = init_mlp((width, n_classes), "tanh", torch.Generator().manual_seed(seed))
     private = copy.deepcopy(general)
     gate = nn.Linear(width, 1)
     with torch.no_grad():
         gate.weight.zero_()
         gate.bias.zero_()
-    idx = torch.arange(canaries)
-    coords = (idx % n_classes) * width + _REAL_FEATURES + idx // n_classes  # W[o, c]
-    n_params = sum(p.numel() for p in general.parameters())
-    chosen = coords[torch.from_numpy(included)]
-    dirac = torch.zeros(len(chosen), n_params)
-    dirac[torch.arange(len(chosen)), chosen] = _DIRAC_NORM * C
+    coords = dirac_coordinates(canaries, n_classes, width)  # W[o, c] of the linear M_G
+    dirac = dirac_rows(coords, included, sum(p.numel() for p in general.parameters()), C)
     users = Users(
         train=[splits[0]],
         held=[splits[1]],
@@ -167,25 +158,20 @@ def audit_domain_experts(
     releases = torch.stack(
         [torch.cat([g.reshape(-1) for g in msg["gradient"]])[coords] for msg in users.messages]
     )
-    y_units = releases.double().numpy() * q * rows / C  # the message is g_G / L, L = q·n
-    scores = dirac_scores(y_units, q, sigma)
-    bound = one_run_bound(scores, included, delta, confidence)
     claim = DPEvent(
         mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=q, count=rounds
     )
-    return AuditResult(
-        target="domain-experts-general",
-        variant=variant,
+    return one_run_result(
+        "domain-experts-general",
+        variant,
         claimed_epsilon=compute_epsilon([claim], delta),
         delta=delta,
-        lower_bound=bound.lower_bound,
+        releases=releases.double().numpy() * q * rows / C,  # the message is g_G / L, L = q·n
+        q=q,
+        sigma=sigma,
+        included=included,
         confidence=confidence,
-        method="one-run",
-        canary="gradient",
-        canaries=canaries,
-        guesses=bound.guesses,
-        correct=bound.correct,
-        runtime_s=time.perf_counter() - start,
+        start=start,
         details={
             "path": f"algorithm-{users.algorithm}",
             "steps": rounds,

@@ -38,10 +38,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pubsubml.audit.dirac import (
+    REAL_FEATURES,
+    broken_run,
+    dirac_coordinates,
+    dirac_rows,
+    one_run_result,
+)
 from pubsubml.audit.dpsgd import check_audit
-from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
+from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
-from pubsubml.methods.federated.dp import CentralDP, noise_multipliers, privatize
+from pubsubml.methods.federated.dp import CentralDP, noise_multipliers
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm, run_federation
 from pubsubml.methods.federated.rounds import StackedClients
 from pubsubml.methods.federated.strategies import FedAvg
@@ -52,8 +59,6 @@ __all__ = ["DEFAULT_CLIENT_CANARIES", "audit_dp_fedavg"]
 
 #: m: as many canary clients as Dirac canaries in the DP-SGD audits (Steinke et al.'s size).
 DEFAULT_CLIENT_CANARIES = 5000
-_REAL_FEATURES = 10
-_DIRAC_NORM = 10.0
 # DPFedAvg's public defaults (pubsub-ml.txt §7.3 baselines) for the network and q; 100 rounds
 # rather than its 30, so that a canary client that joined is sampled at least once with
 # probability 1 − 0.9¹⁰⁰ > 0.9999 (at 30 rounds 4 % of them are never seen, which caps what any
@@ -81,24 +86,19 @@ class _RecordingFedAvg(FedAvg):
 
 
 class _BrokenCentralDP(CentralDP):
-    """A negative control: accounts the nominal σ, but noises and clips with ``run``'s (σ, C)."""
+    """A negative control: noises and clips with its own (σ, C), accounts the shipped σ."""
 
-    def __init__(self, strategy: FedAvg, run: tuple[float, float], **kwargs: Any) -> None:
+    def __init__(self, strategy: FedAvg, shipped_sigma: float, **kwargs: Any) -> None:
         super().__init__(strategy, **kwargs)
-        self.run_sigma, self.run_clip = run
+        self.shipped_sigma = shipped_sigma
 
-    def aggregate(
+    def aggregate_round(
         self, global_params: list[Tensor], client_params: list[Tensor] | None, weights: Tensor
     ) -> list[Tensor]:
-        virtual = privatize(
-            global_params,
-            client_params,
-            self.run_clip,
-            self.run_sigma,
-            self.client_fraction * self.n_clients,
-            self._noise,
+        self.accountant.step(
+            noise_multiplier=self.shipped_sigma, sample_rate=self.client_fraction, steps=1
         )
-        return self.strategy.aggregate(global_params, virtual, torch.ones(1))
+        return self.aggregate(global_params, client_params, weights)
 
 
 @dataclasses.dataclass
@@ -182,50 +182,36 @@ def audit_dp_fedavg(
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     out0 = _HIDDEN[0]
-    width = _REAL_FEATURES + -(-m // out0)
+    width = REAL_FEATURES + -(-m // out0)
     sizes = (width, *_HIDDEN, 2)
-    w = rng.standard_normal(_REAL_FEATURES)
+    w = rng.standard_normal(REAL_FEATURES)
     Xs, ys = [], []
     for _ in range(real_clients):
-        X = rng.standard_normal((rows_per_client, _REAL_FEATURES))
+        X = rng.standard_normal((rows_per_client, REAL_FEATURES))
         y = (X @ w + rng.standard_normal(rows_per_client) > 0).astype(np.int64)
         padded = torch.zeros(rows_per_client, width)
-        padded[:, :_REAL_FEATURES] = torch.from_numpy(X.astype(np.float32))
+        padded[:, :REAL_FEATURES] = torch.from_numpy(X.astype(np.float32))
         Xs.append(padded)
         ys.append(torch.from_numpy(y))
     included = draw_inclusion(m, rng)
-    idx = torch.arange(m)
-    coords = (idx % out0) * width + _REAL_FEATURES + idx // out0  # W0[o, c], row-major first
-    n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
-    chosen = coords[torch.from_numpy(included)]
-    dirac = torch.zeros(len(chosen), n_params)
+    coords = dirac_coordinates(m, out0, width)
     C = 1.0
-    dirac[torch.arange(len(chosen)), chosen] = _DIRAC_NORM * C
+    dirac = dirac_rows(coords, included, sum(a * b + b for a, b in itertools.pairwise(sizes)), C)
     sigma = noise_multipliers(epsilon, delta, [client_fraction], [rounds], "pld")[0]
-    run_sigma, run_clip = sigma, C
-    if variant == "noise-off":
-        run_sigma = 0.0
-    elif variant == "noise-x0.1":
-        run_sigma = sigma / 10
-    elif variant == "clip-off":
-        run_clip, run_sigma = C * 1e6, sigma / 1e6
+    run_sigma, run_clip = broken_run(variant, sigma, C)
     base = DPSGDConfig(batch_size=_BATCH, epochs=1, private=False, max_grad_norm=C)
     real = StackedClients(
         Xs, ys, [base] * real_clients, "tanh", "cross_entropy", seed=seed * 1_000_003
     )
     recorder = _RecordingFedAvg(client_fraction, coords)
-    n_clients = real_clients + len(chosen)
-    shipped: dict[str, Any] = {
-        "noise_multiplier": sigma,
-        "clip_norm": C,
-        "n_clients": n_clients,
-        "seed": seed,
-        "backend": "pld",
-    }
+    n_clients = real_clients + len(dirac)
+    common: dict[str, Any] = {"n_clients": n_clients, "seed": seed, "backend": "pld"}
     server = (
-        CentralDP(recorder, **shipped)
+        CentralDP(recorder, noise_multiplier=sigma, clip_norm=C, **common)
         if variant == "correct"
-        else _BrokenCentralDP(recorder, (run_sigma, run_clip), **shipped)
+        else _BrokenCentralDP(
+            recorder, sigma, noise_multiplier=run_sigma, clip_norm=run_clip, **common
+        )
     )
     init = init_mlp(sizes, "tanh", torch.Generator().manual_seed(seed))
     params = [p.detach().clone() for p in init.parameters()]
@@ -235,25 +221,21 @@ def audit_dp_fedavg(
         schedule,
         _WithCanaries(real, real_clients, dirac),
         server,
-        [rows_per_client] * real_clients + [1] * len(chosen),
+        [rows_per_client] * real_clients + [1] * len(dirac),
     )
-    denominator = client_fraction * n_clients
-    y_units = torch.stack(recorder.rows).double() * denominator / C
-    scores = dirac_scores(y_units.numpy(), client_fraction, sigma)
-    bound = one_run_bound(scores, included, delta, confidence)
-    return AuditResult(
-        target="dp-fedavg-central",
-        variant=variant,
+    return one_run_result(
+        "dp-fedavg-central",
+        variant,
         claimed_epsilon=compute_epsilon(server.accountant.events, delta),
         delta=delta,
-        lower_bound=bound.lower_bound,
+        # the server divides the noised sum by q·N
+        releases=torch.stack(recorder.rows).double().numpy() * client_fraction * n_clients / C,
+        q=client_fraction,
+        sigma=sigma,
+        included=included,
         confidence=confidence,
-        method="one-run",
+        start=start,
         canary="client",
-        canaries=m,
-        guesses=bound.guesses,
-        correct=bound.correct,
-        runtime_s=time.perf_counter() - start,
         details={
             "path": "central",
             "rounds": rounds,

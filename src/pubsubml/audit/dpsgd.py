@@ -9,18 +9,13 @@ calls) or its generic ``torch.func`` path (:func:`~pubsubml.privacy.dpsgd.train_
 
 Canaries (Steinke, Nasr & Jagielski, NeurIPS 2023, §6):
 
-* ``"gradient"`` — *Dirac canaries*, white box.  Canary ``i`` is a record whose per-sample gradient
-  is ``10·C`` on one coordinate and 0 elsewhere (clipped to C by the engine).  Its coordinate is a
-  first-layer weight of an input column that is zero in every real row, so no real gradient ever
-  reaches it.  The auditor sees every released (noised) gradient, as DP-SGD's guarantee allows,
-  and scores each canary by the likelihood ratio of its coordinate's releases: ``y_t`` (the release
-  in units of C) is N(0, σ²) without the canary and N(1, σ²) with probability q with it, so
-  ``score = Σ_t log(1 − q + q·exp((2y_t − 1)/(2σ²)))``.
-* ``"input"`` — crafted records, black box.  Canary ``i`` is a point on its own input column (zero
-  in every real row) with a random label; the auditor sees only the final model and scores each
-  canary by its margin ``log p(label) − log p(other label)``.  Input canaries go through the
-  learner's own ``fit`` code (planning, engine, commit).
-
+*Dirac canaries*, white box.  Canary ``i`` is a record whose per-sample gradient is ``10·C`` on
+one coordinate and 0 elsewhere (clipped to C by the engine).  Its coordinate is a first-layer
+weight of an input column that is zero in every real row, so no real gradient ever reaches it
+(:mod:`~pubsubml.audit.dirac`).  The auditor sees every released (noised) gradient, as DP-SGD's
+guarantee allows, and scores each canary by the likelihood ratio of its coordinate's releases:
+``y_t`` (the release in units of C) is N(0, σ²) without the canary and N(1, σ²) with probability
+q with it, so ``score = Σ_t log(1 − q + q·exp((2y_t − 1)/(2σ²)))``.
 Negative controls change one thing while the claim stays the shipped mechanism's ε:
 ``"noise-off"`` (σ = 0), ``"noise-x0.1"`` (σ/10) and ``"clip-off"`` (C → 10⁶·C with the noise
 kept at the nominal σ·C, so records are effectively unclipped and the 10·C canaries count fully).
@@ -45,7 +40,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
+from pubsubml.audit.dirac import (
+    REAL_FEATURES,
+    broken_run,
+    check_count,
+    dirac_coordinates,
+    dirac_rows,
+    one_run_result,
+    padded_rows,
+)
+from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
@@ -63,23 +67,18 @@ __all__ = [
     "broken_config",
     "check_audit",
     "learner_estimator",
-    "real_rows",
 ]
 
 Learner = Literal["mlp", "linear"]
 Path = Literal["stacked", "generic"]
-Canary = Literal["gradient", "input"]
 
 VARIANTS: tuple[str, ...] = ("correct", "noise-off", "noise-x0.1", "clip-off")
-#: m per canary kind.  The one-run bound of a perfect attack grows with m (Steinke et al., Fig. 1);
-#: 5000 Dirac canaries is their white-box size, 1000 crafted records their black-box size.
-DEFAULT_CANARIES: dict[str, int] = {"gradient": 5000, "input": 1000}
+#: m.  The one-run bound of a perfect attack grows with m (Steinke et al., Fig. 1); 5000 Dirac
+#: canaries is their white-box size.
+DEFAULT_CANARIES = 5000
 #: Real training rows (synthetic, two classes, 10 features): as many as the canaries at most
 #: add, so the canaries do not dominate the training set.
 DEFAULT_ROWS = 5000
-_REAL_FEATURES = 10
-_DIRAC_NORM = 10.0  # in units of C: clipped to C by a correct engine, unclipped with clip-off
-_INPUT_VALUE = 3.0  # a crafted record's value on its column: about a real row's norm (√10)
 
 
 def learner_estimator(learner: Learner, epsilon: float, delta: float, seed: int) -> _DPSGDBase:
@@ -91,28 +90,10 @@ def learner_estimator(learner: Learner, epsilon: float, delta: float, seed: int)
     return DPSGDLogisticRegression(classes=[0, 1], epsilon=epsilon, delta=delta, random_state=seed)
 
 
-def real_rows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A public synthetic task: 10 standard-normal features, a noisy linear rule."""
-    X = rng.standard_normal((n, _REAL_FEATURES))
-    w = rng.standard_normal(_REAL_FEATURES)
-    y = (X @ w + rng.standard_normal(n) > 0).astype(np.int64)
-    return X, y
-
-
 def broken_config(config: DPSGDConfig, variant: str) -> DPSGDConfig:
     """The run configuration of a negative control (the claim stays ``config``'s)."""
-    if variant == "noise-off":
-        return dataclasses.replace(config, noise_multiplier=0.0)
-    if variant == "noise-x0.1":
-        return dataclasses.replace(config, noise_multiplier=config.noise_multiplier / 10)
-    if variant == "clip-off":
-        scale = 1e6
-        return dataclasses.replace(
-            config,
-            max_grad_norm=config.max_grad_norm * scale,
-            noise_multiplier=config.noise_multiplier / scale,
-        )
-    return config
+    sigma, clip = broken_run(variant, config.noise_multiplier, config.max_grad_norm)
+    return dataclasses.replace(config, noise_multiplier=sigma, max_grad_norm=clip)
 
 
 def check_audit(
@@ -123,14 +104,12 @@ def check_audit(
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {list(VARIANTS)}")
-    if not isinstance(canaries, int) or isinstance(canaries, bool) or canaries < 2:
-        raise ValueError(f"canaries must be an integer >= 2, got {canaries!r}")
+    check_count("canaries", canaries, 2)
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if not isinstance(rows, int) or rows < 10:
-        raise ValueError(f"rows must be an integer >= 10, got {rows!r}")
+    check_count("rows", rows, 10)
 
 
 class _Releases:
@@ -148,15 +127,6 @@ class _Releases:
             self.rows.append(first_weight.grad.reshape(-1)[self.coords].clone())
 
         return hook
-
-
-def _likelihood_scores(
-    releases: Tensor, result: TrainResult, nominal: DPSGDConfig, n: int
-) -> np.ndarray:
-    """Per-canary log-likelihood ratio of the releases (:func:`dirac_scores`)."""
-    q = result.sample_rate
-    y = releases.double() * (q * n) / nominal.max_grad_norm  # in units of C
-    return dirac_scores(y.numpy(), q, nominal.noise_multiplier)
 
 
 def _train(
@@ -200,16 +170,6 @@ def _train(
     )
 
 
-def _dirac_coordinates(m: int, out0: int, width: int) -> Tensor:
-    """Flat indices of ``m`` first-layer weights W0[o, c] on the canary-only columns c ≥ 10.
-
-    W0 has shape (out0, width) and comes first in the flat parameter layout of both engines
-    (``nn.Sequential.parameters()`` order, row-major), so W0[o, c] is index ``o · width + c``.
-    """
-    i = torch.arange(m)
-    return (i % out0) * width + _REAL_FEATURES + i // out0
-
-
 def audit_dpsgd(
     learner: Learner = "mlp",
     *,
@@ -238,7 +198,7 @@ def audit_dpsgd(
         The shipped mechanism, or a negative control (module docstring).  A negative control
         keeps the correct mechanism's claim.
     canaries : int, optional
-        ``m``, default :data:`DEFAULT_CANARIES` ``["gradient"]``.
+        ``m``, default :data:`DEFAULT_CANARIES`.
     rows : int, default=DEFAULT_ROWS
         Real training rows besides the canaries.
     confidence : float, default=0.95
@@ -266,54 +226,45 @@ def audit_dpsgd(
     """
     if learner not in ("mlp", "linear") or path not in ("stacked", "generic"):
         raise ValueError("learner must be 'mlp' or 'linear' and path 'stacked' or 'generic'")
-    m = DEFAULT_CANARIES["gradient"] if canaries is None else canaries
+    m = DEFAULT_CANARIES if canaries is None else canaries
     check_audit(epsilon, variant, m, delta, confidence, rows)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     est = learner_estimator(learner, epsilon, delta, seed)
     hidden = est._hidden()
     out0 = int(hidden[0]) if hidden else 2
-    width = _REAL_FEATURES + math.ceil(m / out0)
-    X_real, y_real = real_rows(rows, rng)
-    X = torch.zeros(rows, width, dtype=torch.float32)
-    X[:, :_REAL_FEATURES] = torch.from_numpy(X_real.astype(np.float32))
-    y = torch.from_numpy(y_real)
+    width = REAL_FEATURES + math.ceil(m / out0)
+    X, y = padded_rows(rows, width, rng)
     included = draw_inclusion(m, rng)
     n = rows + int(included.sum())
     config, _ = est._config(n, width)  # σ for n records: the claim
-    run_config = broken_config(config, variant)
     sizes = (width, *(int(h) for h in hidden), 2)
     n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
-    coords = _dirac_coordinates(m, out0, width)
-    dirac = torch.zeros(int(included.sum()), n_params)
-    dirac[torch.arange(dirac.shape[0]), coords[torch.from_numpy(included)]] = (
-        _DIRAC_NORM * config.max_grad_norm
-    )
+    coords = dirac_coordinates(m, out0, width)
+    dirac = dirac_rows(coords, included, n_params, config.max_grad_norm)
     releases = _Releases(coords)
     generator = torch.Generator().manual_seed(seed)
+    run_config = broken_config(config, variant)
     result = _train(path, est, sizes, X, y, run_config, generator, dirac, releases)
-    scores = _likelihood_scores(torch.stack(releases.rows), result, config, n)
-    bound = one_run_bound(scores, included, delta, confidence)
     claimed_run = dataclasses.replace(
         result, noise_multiplier=config.noise_multiplier, max_grad_norm=config.max_grad_norm
     )
-    return AuditResult(
-        target=f"dpsgd-{learner}",
-        variant=variant,
+    q = result.sample_rate
+    return one_run_result(
+        f"dpsgd-{learner}",
+        variant,
         claimed_epsilon=compute_epsilon(claimed_run.events, delta),
         delta=delta,
-        lower_bound=bound.lower_bound,
+        releases=torch.stack(releases.rows).double().numpy() * (q * n) / config.max_grad_norm,
+        q=q,
+        sigma=config.noise_multiplier,
+        included=included,
         confidence=confidence,
-        method="one-run",
-        canary="gradient",
-        canaries=m,
-        guesses=bound.guesses,
-        correct=bound.correct,
-        runtime_s=time.perf_counter() - start,
+        start=start,
         details={
             "path": path,
             "steps": result.steps,
-            "sample_rate": result.sample_rate,
+            "sample_rate": q,
             "noise_multiplier": config.noise_multiplier,
             "rows": rows,
         },

@@ -34,13 +34,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.dpsgd import (
-    Learner,
-    broken_config,
-    check_audit,
-    learner_estimator,
-    real_rows,
-)
+from pubsubml.audit.dirac import DIRAC_NORM, REAL_FEATURES, check_count, padded_rows
+from pubsubml.audit.dpsgd import Learner, broken_config, check_audit, learner_estimator
 from pubsubml.audit.guesses import dirac_scores, many_run_bound, runs_to_refute
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
@@ -53,8 +48,6 @@ __all__ = ["MIN_RUNS", "audit_dpsgd_many_run"]
 
 #: Runs per side below which no many-run audit is worth its Clopper–Pearson bounds.
 MIN_RUNS = 2000
-_REAL_FEATURES = 10
-_DIRAC_NORM = 10.0
 _CHUNK = 4096  # sites per batched computation (memory stays in tens of MB for the linear model)
 
 
@@ -71,7 +64,7 @@ def _releases(
     rows: list[Tensor] = []
 
     def hook(_params: Tensor, grad: Tensor) -> None:
-        rows.append(grad[:, _REAL_FEATURES].clone())
+        rows.append(grad[:, REAL_FEATURES].clone())
 
     init = init_mlp(sizes, est._activation_name(), torch.Generator().manual_seed(seeds[0]))
     S = len(canaries)
@@ -134,24 +127,20 @@ def audit_dpsgd_many_run(
     """
     n_runs = runs_to_refute(epsilon, MIN_RUNS) if runs is None else runs
     check_audit(epsilon, variant, 2, delta, confidence, rows)
-    if not isinstance(n_runs, int) or n_runs < 100:
-        raise ValueError(f"runs must be an integer >= 100, got {n_runs!r}")
+    check_count("runs", n_runs, 100)
     if learner not in ("mlp", "linear"):
         raise ValueError("learner must be 'mlp' or 'linear'")
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     est = learner_estimator(learner, epsilon, delta, seed)
-    width = _REAL_FEATURES + 1
-    X_real, y_real = real_rows(rows, rng)
-    X = torch.zeros(rows, width)
-    X[:, :_REAL_FEATURES] = torch.from_numpy(X_real.astype(np.float32))
-    y = torch.from_numpy(y_real)
+    width = REAL_FEATURES + 1
+    X, y = padded_rows(rows, width, rng)
     config, _ = est._config(rows + 1, width)  # σ for rows + 1 records: the claim
     run_config = broken_config(config, variant)
     sizes = (width, *(int(h) for h in est._hidden()), 2)
     n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
     dirac, blank = torch.zeros(1, n_params), torch.zeros(1, n_params)
-    dirac[0, _REAL_FEATURES] = _DIRAC_NORM * config.max_grad_norm  # W0[0, 10]
+    dirac[0, REAL_FEATURES] = DIRAC_NORM * config.max_grad_norm  # W0[0, 10]
     with_canary = np.arange(2 * n_runs) % 2 == 0
     scores = np.empty(2 * n_runs)
     q = 1.0

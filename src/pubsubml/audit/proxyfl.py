@@ -38,8 +38,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.dpsgd import check_audit, real_rows
-from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
+from pubsubml.audit.dirac import (
+    REAL_FEATURES,
+    broken_run,
+    check_count,
+    dirac_coordinates,
+    dirac_rows,
+    one_run_result,
+    padded_rows,
+)
+from pubsubml.audit.dpsgd import check_audit
+from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.proxyfl.dml import DMLConfig, mlp_factory
 from pubsubml.methods.proxyfl.local import ClientCohort
@@ -50,8 +59,6 @@ from pubsubml.privacy.events import DPEvent
 __all__ = ["PROXYFL_VARIANTS", "audit_proxyfl"]
 
 PROXYFL_VARIANTS: tuple[str, ...] = ("correct", "noise-x0.1", "clip-off", "paper-accounting")
-_REAL_FEATURES = 10
-_DIRAC_NORM = 10.0
 _HIDDEN = (100, 50)
 
 
@@ -102,27 +109,19 @@ def audit_proxyfl(
     if variant not in PROXYFL_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {list(PROXYFL_VARIANTS)}")
     check_audit(epsilon, "correct", canaries, delta, confidence, rows)
-    if not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+    check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     out0 = _HIDDEN[0]
-    width = _REAL_FEATURES + math.ceil(canaries / out0)
-    X_real, y_real = real_rows(rows, rng)
-    X = torch.zeros(rows, width)
-    X[:, :_REAL_FEATURES] = torch.from_numpy(X_real.astype(np.float32))
-    y = torch.from_numpy(y_real)
+    width = REAL_FEATURES + math.ceil(canaries / out0)
+    X, y = padded_rows(rows, width, rng)
     included = draw_inclusion(canaries, rng)
     shipped = DMLConfig(beta=0.5 if variant == "paper-accounting" else 0.0, delta=delta)
     q = shipped.dpsgd().sample_rate_for(rows)
     steps = shipped.dpsgd().steps_for(rows) * rounds
     sigma = calibrate_noise(epsilon, delta, q, steps)
     C = shipped.max_grad_norm
-    run_sigma, run_clip = sigma, C
-    if variant == "noise-x0.1":
-        run_sigma = sigma / 10
-    elif variant == "clip-off":
-        run_sigma, run_clip = sigma / 1e6, C * 1e6
+    run_sigma, run_clip = broken_run(variant, sigma, C)
     config = DMLConfig(
         beta=shipped.beta, delta=delta, noise_multiplier=run_sigma, max_grad_norm=run_clip
     )
@@ -135,35 +134,26 @@ def audit_proxyfl(
         config=config,
         seed=seed,
     )
-    idx = torch.arange(canaries)
-    coords = (idx % out0) * width + _REAL_FEATURES + idx // out0  # W0[o, c], flat order first
-    n_params = cohort.flat_proxies().shape[1]
-    chosen = coords[torch.from_numpy(included)]
-    dirac = torch.zeros(len(chosen), n_params)
-    dirac[torch.arange(len(chosen)), chosen] = _DIRAC_NORM * C
+    coords = dirac_coordinates(canaries, out0, width)
+    dirac = dirac_rows(coords, included, cohort.flat_proxies().shape[1], C)
     releases: list[Tensor] = []
     cohort.attach_audit([dirac], lambda grad: releases.append(grad[0, coords].clone()))
     for _ in range(rounds):
         cohort.train_round()
-    y_units = torch.stack(releases).double().numpy() * q * rows / C
-    scores = dirac_scores(y_units, q, sigma)
-    bound = one_run_bound(scores, included, delta, confidence)
     claim = DPEvent(
         mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=q, count=steps
     )
-    return AuditResult(
-        target="proxyfl-proxy",
-        variant=variant,
+    return one_run_result(
+        "proxyfl-proxy",
+        variant,
         claimed_epsilon=compute_epsilon([claim], delta),
         delta=delta,
-        lower_bound=bound.lower_bound,
+        releases=torch.stack(releases).double().numpy() * q * rows / C,  # ÷ q·n by the cohort
+        q=q,
+        sigma=sigma,
+        included=included,
         confidence=confidence,
-        method="one-run",
-        canary="gradient",
-        canaries=canaries,
-        guesses=bound.guesses,
-        correct=bound.correct,
-        runtime_s=time.perf_counter() - start,
+        start=start,
         details={
             "path": "cohort",
             "steps": steps,

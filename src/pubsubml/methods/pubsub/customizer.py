@@ -233,43 +233,28 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         has_own = self.own_model is not None
         if not has_own and not published:
             raise ValueError("nothing to customize: no subscribed models and no own model")
-        folds_k = self._cv()
 
         rs = check_random_state(self.random_state)
         # The folds and M^s take the seed OwnLearner(random_state=...) takes, so M^s is exactly
         # the Own baseline fitted with the same random_state.
-        split_seed = own_seed = int(rs.randint(0, 2**31 - 1))
+        own_seed = int(rs.randint(0, 2**31 - 1))
         fusion_seed = int(rs.randint(0, 2**31 - 1))
+        tra, fuse_rows, folds = self._plan_rows(target, own_seed, has_own)
         timings: dict[str, float] = {}
-        n = len(frame)
-        folds: list[tuple[np.ndarray, np.ndarray]] | None = None
-        if folds_k is None or not has_own:
-            tra, fuse_rows = self._split(target, split_seed, has_own and folds_k is None)
-        else:
-            folds = make_folds(target, folds_k, self.task, split_seed)
-            tra = fuse_rows = np.arange(n)
 
         # Step 2 (first half): the subscribed models' outputs on the fusion rows, aligned to the
         # label set; a model that cannot be aligned fails here, before any training.
         t0 = time.perf_counter()
-        rows = frame.iloc[fuse_rows]
-        outputs = self._aligned(published, rows, classes)
+        outputs = self._aligned(published, frame.iloc[fuse_rows], classes)
         t1 = time.perf_counter()
-
-        # Step 1: M^s (cross-fitted: out-of-fold outputs on every row, then refit on all rows).
-        own: OwnLearner | None = None
-        if has_own and folds is not None:
-            own, own_out = self._fit_own_crossfit(frame, target, classes, folds, own_seed)
-            outputs = [own_out, *outputs]
-        elif has_own:
-            own = self._own_learner(own_seed).fit(frame.iloc[tra], y_arr[tra])
-            own_model = OwnModel(own, list(frame.columns))
-            outputs = [*self._aligned([own_model], rows, classes), *outputs]
+        # Step 1: M^s, its outputs first among the candidates'.
+        own, outputs = self._with_own(
+            frame, y_arr, target, classes, (tra, fuse_rows, folds), own_seed, outputs
+        )
         candidates = ([OwnModel(own, list(frame.columns))] if own is not None else []) + published
         cand_ids = ([OWN_ID] if own is not None else []) + ids
         t2 = time.perf_counter()
-        timings["own"] = t2 - t1
-        timings["outputs"] = t1 - t0
+        timings["own"], timings["outputs"] = t2 - t1, t1 - t0
         fusion_target = target[fuse_rows]
         scores = metric.score(fusion_target, np.stack(outputs))
         stacked = self._fusion_kind() == "stacked"
@@ -282,17 +267,9 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         if stacked and self.task == "regression":
             scale = self._target_scale(fusion_target)
         meta = self._to_meta([outputs[i] for i in selected], stacked, scale)
-        blocks: list[slice] = []
-        names: list[str] = []
-        start = 0
-        for i in selected:
-            width = outputs[i].shape[1]
-            blocks.append(slice(start, start + width))
-            start += width
-            suffixes = [f":{c}" for c in classes] if classes is not None else [""]
-            names.extend(f"{cand_ids[i]}{s}" for s in suffixes)
-        own_in = own is not None and 0 in selected
-        fusion = self._make_fusion(fusion_seed, outputs[0].shape[1], own_in)
+        fusion = self._make_fusion(
+            fusion_seed, outputs[0].shape[1], own is not None and 0 in selected
+        )
         fit_target = fusion_target if scale is None else (fusion_target - scale[0]) / scale[1]
         fusion.fit(meta, fit_target)
         timings["fuse"] = time.perf_counter() - t3
@@ -312,8 +289,9 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         self.selected_ = selected
         self.selected_ids_ = [cand_ids[i] for i in selected]
         self.models_ = [candidates[i] for i in selected]
-        self.meta_blocks_ = blocks
-        self.meta_feature_names_ = names
+        self.meta_blocks_, self.meta_feature_names_ = _meta_layout(
+            [outputs[i].shape[1] for i in selected], self.selected_ids_, classes
+        )
         self.meta_std_ = meta.std(axis=0)
         self.fusion_model_ = fusion
         self.fallback_ = bool(getattr(fusion, "fallback_", False))
@@ -325,6 +303,39 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         )
         self.fit_timings_ = timings
         return self
+
+    def _plan_rows(
+        self, target: np.ndarray, seed: int, has_own: bool
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]] | None]:
+        """The rows M^s trains on, the fusion rows, and the cross-fitting folds (or None)."""
+        folds_k = self._cv()
+        if folds_k is None or not has_own:
+            tra, fuse_rows = self._split(target, seed, has_own and folds_k is None)
+            return tra, fuse_rows, None
+        rows = np.arange(len(target))
+        return rows, rows, make_folds(target, folds_k, self.task, seed)
+
+    def _with_own(
+        self,
+        frame: pd.DataFrame,
+        y: np.ndarray,
+        target: np.ndarray,
+        classes: np.ndarray | None,
+        plan: tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]] | None],
+        seed: int,
+        outputs: list[np.ndarray],
+    ) -> tuple[OwnLearner | None, list[np.ndarray]]:
+        """Step 1: fit M^s (cross-fitted over ``folds``: out-of-fold outputs on every row, then
+        refit on all rows; else on ``tra``) and put its fusion-row outputs first."""
+        tra, fuse_rows, folds = plan
+        if self.own_model is None:
+            return None, outputs
+        if folds is not None:
+            own, own_out = self._fit_own_crossfit(frame, target, classes, folds, seed)
+            return own, [own_out, *outputs]
+        own = self._own_learner(seed).fit(frame.iloc[tra], y[tra])
+        own_model = OwnModel(own, list(frame.columns))
+        return own, [*self._aligned([own_model], frame.iloc[fuse_rows], classes), *outputs]
 
     def meta_features(self, X: pd.DataFrame) -> np.ndarray:
         """m(x) of Eq. 2 for new rows: the selected models' outputs, concatenated.
@@ -376,3 +387,18 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         if self.target_scale_ is not None:
             pred = pred * self.target_scale_[1] + self.target_scale_[0]
         return pred
+
+
+def _meta_layout(
+    widths: list[int], ids: list[str], classes: np.ndarray | None
+) -> tuple[list[slice], list[str]]:
+    """Each selected model's block of meta-feature columns, and the columns' names."""
+    blocks: list[slice] = []
+    names: list[str] = []
+    start = 0
+    suffixes = [f":{c}" for c in classes] if classes is not None else [""]
+    for width, model_id in zip(widths, ids, strict=True):
+        blocks.append(slice(start, start + width))
+        start += width
+        names.extend(f"{model_id}{s}" for s in suffixes)
+    return blocks, names

@@ -111,9 +111,7 @@ def audit_domain_experts(
     >>> r.lower_bound <= r.claimed_epsilon
     True
     """
-    if variant not in EXPERTS_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(EXPERTS_VARIANTS)}")
-    check_audit(epsilon, "correct", canaries, delta, confidence, rows)
+    check_audit(epsilon, variant, canaries, delta, confidence, rows, EXPERTS_VARIANTS)
     check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)

@@ -97,13 +97,19 @@ def broken_config(config: DPSGDConfig, variant: str) -> DPSGDConfig:
 
 
 def check_audit(
-    epsilon: float, variant: str, canaries: int, delta: float, confidence: float, rows: int
+    epsilon: float,
+    variant: str,
+    canaries: int,
+    delta: float,
+    confidence: float,
+    rows: int,
+    variants: tuple[str, ...] = VARIANTS,
 ) -> None:
     """Validate a one-run audit's parameters (raises ValueError naming the bad one)."""
     if not (isinstance(epsilon, int | float) and epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(VARIANTS)}")
+    if variant not in variants:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {list(variants)}")
     check_count("canaries", canaries, 2)
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")

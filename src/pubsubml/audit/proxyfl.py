@@ -106,9 +106,7 @@ def audit_proxyfl(
     >>> r.lower_bound <= r.claimed_epsilon
     True
     """
-    if variant not in PROXYFL_VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {list(PROXYFL_VARIANTS)}")
-    check_audit(epsilon, "correct", canaries, delta, confidence, rows)
+    check_audit(epsilon, variant, canaries, delta, confidence, rows, PROXYFL_VARIANTS)
     check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)

@@ -505,15 +505,15 @@ def spawn_server(
     store: Path,
     port: int,
     *,
-    module: str = "pubsubml.registry",
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m <module> serve`` as a subprocess on 127.0.0.1:port."""
+    """Start ``python -m pubsubml registry serve`` as a subprocess on 127.0.0.1:port."""
     env = {**os.environ, "PUBSUBML_ADMIN_TOKEN": ADMIN_TOKEN, **(extra_env or {})}
     cmd = [
         sys.executable,
         "-m",
-        module,
+        "pubsubml",
+        "registry",
         "serve",
         "--db",
         url,

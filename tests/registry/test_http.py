@@ -1,5 +1,6 @@
 """Real HTTP on 127.0.0.1 (uvicorn in a thread; every backend): the ``RegistryClient`` Hub,
-long polls woken by a publish, Server-Sent Events with resume, client retries, and the CLI."""
+long polls woken by a publish, Server-Sent Events with resume, client retries (the commands over
+HTTP are in tests/cli/registry)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
 from pubsubml.artifacts.published import PublishedModel
 from pubsubml.errors import (
@@ -22,15 +22,6 @@ from pubsubml.errors import (
     PrivacyBudgetExceededError,
 )
 from pubsubml.hub import Hub
-from pubsubml.registry.cli import (
-    budget_command,
-    features_app,
-    models_app,
-    publish_command,
-    pull_command,
-    site_app,
-    subscribe_command,
-)
 from pubsubml.registry.client import RegistryClient
 from pubsubml.schema import Channel
 
@@ -186,80 +177,3 @@ def test_fetch_checks_the_digest(server: dict[str, Any], artifacts: Any) -> None
     )
     with pytest.raises(DigestMismatchError):
         client.fetch(art.card.model_id)
-
-
-def test_cli_commands(server: dict[str, Any], artifacts: Any, tmp_path: Path, support: Any) -> None:
-    import typer
-
-    runner = CliRunner()
-    env = {"PUBSUBML_REGISTRY_URL": server["url"], "PUBSUBML_ADMIN_TOKEN": support.ADMIN_TOKEN}
-    app = typer.Typer()
-    app.add_typer(site_app, name="site")
-    app.add_typer(features_app, name="features")
-    app.add_typer(models_app, name="models")
-    app.command("publish")(publish_command)
-    app.command("subscribe")(subscribe_command)
-    app.command("pull")(pull_command)
-    app.command("budget")(budget_command)
-
-    key_file = tmp_path / "d.pub"
-    key_file.write_text(artifacts.public_key("d"))
-    r = runner.invoke(
-        app, ["site", "add", "d", "--epsilon", "10", "--public-key", str(key_file)], env=env
-    )
-    assert r.exit_code == 0, r.output
-    token_d = r.stdout.strip().splitlines()[-1]
-    assert token_d.startswith("psm_")
-    site_env = {**env, "PUBSUBML_TOKEN": token_d}
-    r = runner.invoke(
-        app, ["site", "add", "d", "--epsilon", "10", "--roles", "subscriber"], env=env
-    )
-    assert r.exit_code == 1 and "already exists" in r.output
-
-    feats = tmp_path / "features.json"
-    feats.write_text(support.DICTIONARY.to_json())
-    r = runner.invoke(app, ["features", "add", str(feats)], env=env)
-    assert r.exit_code == 0 and "already present" in r.output
-
-    art = artifacts("d", seed=77)
-    art.save(tmp_path / "card")
-    r = runner.invoke(app, ["publish", str(tmp_path / "card")], env=site_env)
-    assert r.exit_code == 0 and f"published: {art.card.model_id}" in r.output, r.output
-    r = runner.invoke(app, ["publish", str(tmp_path / "card")], env=site_env)
-    assert "already published" in r.output
-
-    b_env = {**env, "PUBSUBML_TOKEN": server["tokens"]["b"]}
-    r = runner.invoke(app, ["subscribe", "age & sex", "--class", "0", "--class", "1"], env=b_env)
-    assert r.exit_code == 0, r.output
-    sub = r.stdout.strip()
-    r = runner.invoke(app, ["subscribe", "age &"], env=b_env)
-    assert r.exit_code == 1 and "error" in r.output
-    r = runner.invoke(app, ["pull", sub, "--into", str(tmp_path / "inbox")], env=b_env)
-    assert r.exit_code == 0 and "1 model(s) pulled" in r.output, r.output
-    assert (tmp_path / "inbox" / art.card.model_id / "card.json").exists()
-    r = runner.invoke(app, ["pull", sub, "--into", str(tmp_path / "inbox")], env=b_env)
-    assert "0 model(s) pulled" in r.output  # resumed from the saved cursor
-
-    r = runner.invoke(app, ["models", "list", "--publisher", "d"], env=b_env)
-    assert r.exit_code == 0 and art.card.model_id[:8] in r.output
-    r = runner.invoke(app, ["budget"], env=site_env)
-    assert r.exit_code == 0 and "site d: spent ε" in r.output
-    r = runner.invoke(app, ["site", "list"], env=b_env)
-    assert r.exit_code == 0 and "poor" in r.output
-    r = runner.invoke(app, ["site", "scopes", "d", "w1", "w2"], env=site_env)
-    assert r.exit_code == 0 and "2 new of 2" in r.output and "w2" in r.stdout, r.output
-    r = runner.invoke(app, ["site", "scopes", "d"], env=site_env)
-    assert r.exit_code == 0 and r.stdout.split() == ["w1", "w2"]
-    r = runner.invoke(app, ["site", "scopes", "d", "w3"], env=b_env)
-    assert r.exit_code == 1 and "may not register data chunks" in r.output
-    r = runner.invoke(app, ["site", "rotate-token", "d", "--expires-in-days", "30"], env=site_env)
-    assert r.exit_code == 0, r.output
-    rotated = {**env, "PUBSUBML_TOKEN": r.stdout.strip().splitlines()[-1]}
-    r = runner.invoke(app, ["site", "scopes", "d"], env=site_env)  # the old token
-    assert r.exit_code == 1 and "invalid token" in r.output
-    r = runner.invoke(app, ["site", "revoke-token", "d"], env=rotated)
-    assert r.exit_code == 0 and "revoked" in r.output
-    r = runner.invoke(app, ["site", "scopes", "d"], env=rotated)
-    assert r.exit_code == 1 and "revoked" in r.output
-    r = runner.invoke(app, ["budget", "a"], env=b_env)
-    assert r.exit_code == 1 and "may not read the privacy ledger" in r.output

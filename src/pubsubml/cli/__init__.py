@@ -54,7 +54,7 @@ def demo(
 
 
 def _mount_registry() -> None:
-    from pubsubml.registry import cli as registry_cli
+    import pubsubml.cli.registry as registry_cli
 
     app.add_typer(registry_cli.registry_app, name="registry")
     app.add_typer(registry_cli.site_app, name="site")

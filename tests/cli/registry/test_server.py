@@ -4,20 +4,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema, head_revision
 
+ADMIN_TOKEN = "cli-admin-token-" + "x" * 24
 
-def test_cli_serve_refuses_unmigrated_and_migrate_upgrades(tmp_path: Path, support: Any) -> None:
+
+def test_cli_serve_refuses_unmigrated_and_migrate_upgrades(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from pubsubml.registry.cli import registry_app
+    from pubsubml.cli.registry import registry_app
 
     runner = CliRunner()
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    env = {"PUBSUBML_ADMIN_TOKEN": support.ADMIN_TOKEN}
+    env = {"PUBSUBML_ADMIN_TOKEN": ADMIN_TOKEN}
     r = runner.invoke(registry_app, ["serve", "--db", url, "--store", str(tmp_path / "s")], env=env)
     assert (
         r.exit_code == 1 and "not migrated" in r.output and "pubsubml registry migrate" in r.output

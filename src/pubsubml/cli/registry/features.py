@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pubsubml.registry.cli_options import (
+from pubsubml.cli.registry.options import (
     DEFAULT_URL,
     AdminTokenOpt,
     TokenOpt,
@@ -31,14 +31,26 @@ features_app = typer.Typer(help="The consortium's feature dictionary.", no_args_
 
 @features_app.command("add")
 def features_add_command(
-    file: Annotated[Path, typer.Argument(help="JSON: a FeatureSchema, a list of features or one.")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSON: a FeatureSchema, a list of features or one.",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ],
     url: UrlOpt = DEFAULT_URL,
     token: AdminTokenOpt = "",
 ) -> None:
     """Add features to the consortium's dictionary (administrator)."""
     from pubsubml.schema import Feature
 
-    raw = json.loads(file.read_text())
+    try:
+        raw = json.loads(file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        err_console.print(f"[red]error:[/red] {file} is not JSON: {exc}")
+        raise typer.Exit(2) from None
     items = raw["features"] if isinstance(raw, dict) and "features" in raw else raw
     items = items if isinstance(items, list) else [items]
     try:

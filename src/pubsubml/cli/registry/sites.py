@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from pubsubml.registry.cli_options import (
+from pubsubml.cli.registry.options import (
     DEFAULT_URL,
     AdminTokenOpt,
     TokenOpt,

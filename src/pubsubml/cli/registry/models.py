@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from pubsubml.registry.cli_options import (
+from pubsubml.cli.registry.options import (
     DEFAULT_URL,
     TokenOpt,
     UrlOpt,

@@ -13,8 +13,7 @@ from typing import Annotated
 
 import typer
 
-from pubsubml.errors import SchemaVersionError
-from pubsubml.registry.cli_options import (
+from pubsubml.cli.registry.options import (
     DataOpt,
     DbOpt,
     _errors,
@@ -22,6 +21,7 @@ from pubsubml.registry.cli_options import (
     console,
     err_console,
 )
+from pubsubml.errors import SchemaVersionError
 
 __all__ = ["migrate_command", "registry_app", "serve_command"]
 

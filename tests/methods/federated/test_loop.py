@@ -27,7 +27,7 @@ from pubsubml.methods.federated import (
     LocalDP,
     run_federation,
 )
-from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm
+from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm, run_loop
 from pubsubml.methods.federated.strategies import weighted_mean
 from pubsubml.privacy.events import DPEvent
 
@@ -162,3 +162,33 @@ def test_domain_experts_parameters_and_clone() -> None:
     copy = clone(model)
     assert copy.get_params() == model.get_params()
     assert (copy.rounds, copy.algorithm, copy.lr_gate, copy.batch_size) == (9, 1, 0.2, 50)
+
+
+class _Recorder:
+    """A federation that records the order of the loop's calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, list[int]]] = []
+
+    def select(self, round_: int) -> list[int]:
+        self.calls.append(("select", round_, []))
+        return [] if round_ == 1 else [round_, round_ + 10]
+
+    def train(self, round_: int, participants: Any) -> None:
+        self.calls.append(("train", round_, list(participants)))
+
+    def communicate(self, round_: int, participants: Any) -> None:
+        self.calls.append(("communicate", round_, list(participants)))
+
+
+def test_run_loop_selects_trains_then_communicates_every_round() -> None:
+    fed, seen = _Recorder(), []
+    timings = run_loop(fed, 3, callback=lambda t: seen.append(t.round))
+    assert [c[0] for c in fed.calls] == ["select", "train", "communicate"] * 3
+    assert [c[2] for c in fed.calls if c[0] == "communicate"] == [[0, 10], [], [2, 12]]
+    assert [t.participants for t in timings] == [[0, 10], [], [2, 12]]
+    assert seen == [0, 1, 2]
+    assert all(t.train_seconds >= 0 and t.comm_seconds >= 0 for t in timings)
+    assert run_loop(fed, 0) == []
+    with pytest.raises(ValueError, match="rounds"):
+        run_loop(fed, -1)

@@ -1,30 +1,38 @@
-"""The federated round loop shared by every federated method: sample, train locally, aggregate.
+"""The federated round loop shared by every federated method: choose, train locally, communicate.
 
-A :class:`Strategy` says how the server runs a federation, as in Flower's strategies: which
-clients take part in each round (:meth:`Strategy.sample`), what it adds to the clients' local
-objective (:meth:`Strategy.local_term`) and how it turns their updates into the next global model
-(:meth:`Strategy.aggregate`).  A :data:`LocalTraining` is the clients' side of one round.
-:func:`run_federation` is the loop itself.  Differential privacy wraps either side
-(:mod:`pubsubml.methods.federated.dp`): record-level DP wraps the local training, client-level DP
-wraps the strategy, and each records every round's release in its accountant.
+:func:`run_loop` is the one loop: each round it asks a :class:`Federation` who takes part
+(:meth:`Federation.select`), lets them train (:meth:`Federation.train`) and lets them communicate
+(:meth:`Federation.communicate`), and times both halves.  Two federations run on it:
 
-ProxyFL and its baselines (proxyfl.txt §4.1) keep their own rounds
-(:func:`~pubsubml.methods.proxyfl.protocol.run_rounds`: clients leave by their own budget, keep
-their models between rounds, and most methods have no server); the server of its FedAvg and FML
-is a :class:`Strategy` all the same, called through :meth:`Strategy.aggregate_round` each round.
+* :func:`run_federation`, a server's federation as in Flower: a :class:`Strategy` says which
+  clients take part in each round (:meth:`Strategy.sample`, fixed before the first round), what it
+  adds to the clients' local objective (:meth:`Strategy.local_term`) and how it turns their
+  updates into the next global model (:meth:`Strategy.aggregate`); a :data:`LocalTraining` is the
+  clients' side of a round.  Differential privacy wraps either side
+  (:mod:`pubsubml.methods.federated.dp`): record-level DP wraps the local training, client-level
+  DP wraps the strategy, and each records every round's release in its accountant.  The DP
+  federated baselines and the domain-experts federation run here.
+* ProxyFL and its baselines (proxyfl.txt §4.1;
+  :func:`~pubsubml.methods.proxyfl.protocol.run_rounds`): clients decide before every round, from
+  their own accountants, whether they still take part, keep their models between rounds, and
+  most methods have no server; the server of its FedAvg and FML is a :class:`Strategy` all the
+  same, called through :meth:`Strategy.aggregate_round`.
 
 References
 ----------
 pubsub-ml.txt §7.3 (the FL baselines) and §8.2.3 (10% of the clients per round);
-fl-domain-experts.txt §3.2 (one round of Algorithm 1 at every chosen user); McMahan et al. 2017
-(FedAvg: sample clients, train locally, average).
+fl-domain-experts.txt §3.2 (one round of Algorithm 1 at every chosen user); proxyfl.txt §3
+(Algorithm 1: local training, then communication); McMahan et al. 2017 (FedAvg: sample clients,
+train locally, average).
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -35,12 +43,15 @@ from pubsubml.privacy.mlp_stack import GradHook
 
 __all__ = [
     "ClientUpdates",
+    "Federation",
     "LocalTerm",
     "LocalTraining",
+    "RoundTiming",
     "Strategy",
     "client_schedule",
     "participation",
     "run_federation",
+    "run_loop",
 ]
 
 
@@ -172,6 +183,121 @@ class Strategy(ABC):
         return self.aggregate(global_params, client_params, weights)
 
 
+class Federation(Protocol):
+    """A federation's side of :func:`run_loop`: who takes part, their training, their messages."""
+
+    def select(self, round_: int) -> Sequence[int]:
+        """The clients taking part in round ``round_`` (possibly none)."""
+        ...
+
+    def train(self, round_: int, participants: Sequence[int]) -> None:
+        """Local training of the round (and the accounting of what it released)."""
+        ...
+
+    def communicate(self, round_: int, participants: Sequence[int]) -> None:
+        """What travels after local training: to and from a server, or between peers."""
+        ...
+
+
+@dataclass
+class RoundTiming:
+    """What :func:`run_loop` measured in one round."""
+
+    round: int
+    participants: list[int]
+    train_seconds: float
+    comm_seconds: float
+
+
+def run_loop(
+    federation: Federation,
+    rounds: int,
+    callback: Callable[[RoundTiming], None] | None = None,
+) -> list[RoundTiming]:
+    """The round loop: ``rounds`` times, choose participants, train locally, communicate.
+
+    Parameters
+    ----------
+    federation : Federation
+        What happens in each phase of a round.
+    rounds : int
+        Number of rounds (≥ 0).
+    callback : callable, optional
+        ``callback(timing)`` after every round.
+
+    Returns
+    -------
+    list of RoundTiming, one per round.
+
+    Examples
+    --------
+    >>> class Count:
+    ...     def __init__(self): self.log = []
+    ...     def select(self, r): return [r % 2]
+    ...     def train(self, r, chosen): self.log.append(("train", r, list(chosen)))
+    ...     def communicate(self, r, chosen): self.log.append(("send", r, list(chosen)))
+    >>> f = Count()
+    >>> [t.participants for t in run_loop(f, 2)], f.log[:2]
+    ([[0], [1]], [('train', 0, [0]), ('send', 0, [0])])
+    """
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, got {rounds}")
+    history = []
+    for round_ in range(rounds):
+        participants = [int(c) for c in federation.select(round_)]
+        start = time.perf_counter()
+        federation.train(round_, participants)
+        trained = time.perf_counter()
+        federation.communicate(round_, participants)
+        timing = RoundTiming(
+            round=round_,
+            participants=participants,
+            train_seconds=trained - start,
+            comm_seconds=time.perf_counter() - trained,
+        )
+        history.append(timing)
+        if callback is not None:
+            callback(timing)
+    return history
+
+
+class _ServerFederation:
+    """A server's federation: a fixed schedule, local training from the global model, a strategy."""
+
+    def __init__(
+        self,
+        global_params: list[Tensor],
+        schedule: Sequence[np.ndarray],
+        local_training: LocalTraining,
+        strategy: Strategy,
+        client_sizes: Sequence[int],
+    ) -> None:
+        self.global_params = global_params
+        self.schedule = schedule
+        self.local_training = local_training
+        self.strategy = strategy
+        self.client_sizes = client_sizes
+        self._sent: list[Tensor] | None = None
+
+    def select(self, round_: int) -> Sequence[int]:
+        return [int(c) for c in self.schedule[round_]]
+
+    def train(self, round_: int, participants: Sequence[int]) -> None:
+        self._sent = None
+        if participants:
+            chosen = np.asarray(participants, dtype=int)
+            updates = self.local_training(
+                round_, chosen, self.global_params, self.strategy.local_term
+            )
+            self._sent = updates.params
+
+    def communicate(self, round_: int, participants: Sequence[int]) -> None:
+        sizes = torch.tensor([self.client_sizes[c] for c in participants], dtype=torch.float32)
+        self.global_params = self.strategy.aggregate_round(
+            self.global_params, self._sent, sizes / sizes.sum()
+        )
+
+
 def run_federation(
     global_params: list[Tensor],
     schedule: Sequence[np.ndarray],
@@ -179,7 +305,7 @@ def run_federation(
     strategy: Strategy,
     client_sizes: Sequence[int],
 ) -> list[Tensor]:
-    """Run the rounds of ``schedule``: local training of the chosen clients, then aggregation.
+    """Run the rounds of ``schedule`` on :func:`run_loop`: local training, then aggregation.
 
     Parameters
     ----------
@@ -201,10 +327,6 @@ def run_federation(
     list of Tensor: the global model after the last round
     """
     strategy.start(global_params)
-    for round_, chosen in enumerate(schedule):
-        sent: list[Tensor] | None = None
-        if len(chosen):
-            sent = local_training(round_, chosen, global_params, strategy.local_term).params
-        sizes = torch.tensor([client_sizes[c] for c in chosen], dtype=torch.float32)
-        global_params = strategy.aggregate_round(global_params, sent, sizes / sizes.sum())
-    return global_params
+    federation = _ServerFederation(global_params, schedule, local_training, strategy, client_sizes)
+    run_loop(federation, len(schedule))
+    return federation.global_params

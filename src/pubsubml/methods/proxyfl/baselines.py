@@ -23,10 +23,10 @@ The server of FedAvg and FML (:class:`CentralAveraging`) is a server
 participants' models to the strategy's ``aggregate_round``, the call
 :func:`~pubsubml.methods.federated.loop.run_federation` makes, and sends the result back.  By
 default that strategy is :class:`UnweightedFedAvg`, FedAvg with every participant weighing the
-same, as in the authors' code.  The rounds themselves stay :func:`run_rounds`, shared by all seven
-methods: which clients take part is decided before each round by each client from its own
-accountant (budget drop-out, §3.3), not sampled by a server, and the cohort accounts its DP-SGD
-steps itself.
+same, as in the authors' code.  The rounds are :func:`run_rounds` for all seven methods, ProxyFL's
+federation on the shared round loop (:func:`~pubsubml.methods.federated.loop.run_loop`): which
+clients take part is decided before each round by each client from its own accountant (budget
+drop-out, §3.3), not sampled by a server, and the cohort accounts its DP-SGD steps itself.
 
 References
 ----------

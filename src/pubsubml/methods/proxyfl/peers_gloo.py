@@ -22,6 +22,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from pubsubml.methods.federated.loop import Strategy
+from pubsubml.methods.federated.strategies import FedAvg
 from pubsubml.methods.proxyfl.pushsum import combine_messages, exponential_edges, push_message
 
 __all__ = ["GlooCentralAveraging", "GlooPushSum"]
@@ -93,22 +95,28 @@ class GlooPushSum:
 class GlooCentralAveraging:
     """Central averaging between processes, rank 0 doubling as the server (for the comparison).
 
-    Every client sends its flat model to rank 0, which averages and sends the mean back: the
-    server handles ``2 (K − 1)`` messages per round against one message per client for PushSum.
+    Every client sends its flat model to rank 0, which aggregates them with the server
+    :class:`~pubsubml.methods.federated.loop.Strategy` of the federated loop (FedAvg, every client
+    weighing the same, by default) and sends the result back: the server handles ``2 (K − 1)``
+    messages per round against one message per client for PushSum.
     """
 
-    def __init__(self, *, world_size: int) -> None:
+    def __init__(self, *, world_size: int, strategy: Strategy | None = None) -> None:
         self.world_size = world_size
+        self.strategy = strategy if strategy is not None else FedAvg()
         self.bytes_sent = 0
         self.exchange_seconds: list[float] = []
 
     def exchange_flat(self, rank: int, flat: Tensor) -> Tensor:
-        """The mean of all ranks' ``flat`` tensors, computed at rank 0."""
+        """The server's aggregate of all ranks' ``flat`` tensors (their mean by default)."""
         start = time.perf_counter()
         if rank == 0:
             buffers = [torch.empty_like(flat) for _ in range(1, self.world_size)]
             _wait([dist.irecv(b, src=r) for r, b in enumerate(buffers, start=1)])
-            mean = torch.stack([flat, *buffers]).mean(0)
+            weights = torch.full((self.world_size,), 1.0 / self.world_size)
+            (mean,) = self.strategy.aggregate_round(
+                [flat], [torch.stack([flat, *buffers])], weights
+            )
             _wait([dist.isend(mean, dst=r) for r in range(1, self.world_size)])
             self.bytes_sent += (self.world_size - 1) * flat.numel() * flat.element_size()
         else:

@@ -15,12 +15,11 @@ a real peer runs a cohort of one client with the gloo transport of
 server-averaged ones (FedAvg, FML) with a server that aggregates through a
 :class:`~pubsubml.methods.federated.loop.Strategy` of the federated loop.
 
-These rounds are not :func:`~pubsubml.methods.federated.loop.run_federation`'s: that loop takes a
-server's schedule of clients fixed before the first round and one global model that every chosen
-client starts from, whereas here each client decides before every round, from its own
-accountant, whether it still takes part (in the multi-process mode through a membership
-all-reduce), keeps its own models and optimizer state across rounds, and most methods have no
-server at all (PushSum, CWT, Regular).
+The rounds run on the loop every federated method shares
+(:func:`~pubsubml.methods.federated.loop.run_loop`); what ProxyFL gives it is its own federation:
+before every round each client decides from its own accountant whether it still takes part (in
+the multi-process mode through a membership all-reduce), clients keep their own models and
+optimizer state across rounds, and most methods have no server at all (PushSum, CWT, Regular).
 
 References
 ----------
@@ -30,7 +29,6 @@ proxyfl.txt §3 (Algorithm 1, Eq. 2–8), §3.3 (per-client accounting and drop-
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Sequence
@@ -44,6 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 from torch import Tensor
 
 from pubsubml.errors import PaperAccountingWarning
+from pubsubml.methods.federated.loop import RoundTiming, run_loop
 from pubsubml.methods.proxyfl.local import (
     ClientCohort,
     DMLConfig,
@@ -114,50 +113,73 @@ class RoundRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class _PeerFederation:
+    """ProxyFL's side of the shared round loop: budget drop-out, local DML, the communicator."""
+
+    def __init__(self, cohort: ClientCohort, communicator: Communicator) -> None:
+        self.cohort = cohort
+        self.communicator = communicator
+        self.bytes_before = 0
+
+    def select(self, round_: int) -> Sequence[int]:
+        """Clients that are still within their budget, agreed on through the communicator."""
+        cohort = self.cohort
+        willing = cohort.willing()
+        for s, k in enumerate(cohort.client_ids):
+            if bool(cohort.active[s]) and not bool(willing[s]):
+                logger.info(
+                    "client %d reached its privacy budget: it stops sharing (round %d)", k, round_
+                )
+        active = self.communicator.membership(cohort.client_ids, willing)
+        cohort.active = active[cohort.client_ids].clone()
+        return [int(k) for k in active.nonzero().flatten().tolist()]
+
+    def train(self, round_: int, participants: Sequence[int]) -> None:
+        """One local epoch of DML at every active local client; the cohort accounts its steps."""
+        self.cohort.train_round()
+
+    def communicate(self, round_: int, participants: Sequence[int]) -> None:
+        """The communicator's exchange of the proxies (PushSum, a server, a ring, nothing)."""
+        cohort = self.cohort
+        self.bytes_before = self.communicator.bytes_sent
+        theta, w = self.communicator.exchange(
+            round_, cohort.client_ids, cohort.flat_proxies(), cohort.push_weights, participants
+        )
+        cohort.load_proxies(theta)
+        cohort.push_weights = w
+
+
 def run_rounds(
     cohort: ClientCohort,
     communicator: Communicator,
     rounds: int,
     callback: Callable[[int, ClientCohort], None] | None = None,
 ) -> list[RoundRecord]:
-    """Algorithm 1: ``rounds`` times, local DML then communication, with budget drop-out (§3.3).
+    """Algorithm 1 on the shared round loop (:func:`~pubsubml.methods.federated.loop.run_loop`):
+    ``rounds`` times, budget drop-out (§3.3), local DML, then communication.
 
     Returns
     -------
     list of RoundRecord, one per round.
     """
-    history = []
-    for t in range(rounds):
-        willing = cohort.willing()
-        for s, k in enumerate(cohort.client_ids):
-            if bool(cohort.active[s]) and not bool(willing[s]):
-                logger.info(
-                    "client %d reached its privacy budget: it stops sharing (round %d)", k, t
-                )
-        active = communicator.membership(cohort.client_ids, willing)
-        cohort.active = active[cohort.client_ids].clone()
-        start = time.perf_counter()
-        cohort.train_round()
-        trained = time.perf_counter()
-        participants = active.nonzero().flatten().tolist()
-        sent = communicator.bytes_sent
-        theta, w = communicator.exchange(
-            t, cohort.client_ids, cohort.flat_proxies(), cohort.push_weights, participants
-        )
-        cohort.load_proxies(theta)
-        cohort.push_weights = w
+    federation = _PeerFederation(cohort, communicator)
+    history: list[RoundRecord] = []
+
+    def record(timing: RoundTiming) -> None:
         history.append(
             RoundRecord(
-                round=t,
-                comm_seconds=time.perf_counter() - trained,
-                train_seconds=trained - start,
+                round=timing.round,
+                comm_seconds=timing.comm_seconds,
+                train_seconds=timing.train_seconds,
                 dp_steps=cohort.dp_steps(),
                 active=[bool(a) for a in cohort.active],
-                bytes_sent=communicator.bytes_sent - sent,
+                bytes_sent=communicator.bytes_sent - federation.bytes_before,
             )
         )
         if callback is not None:
-            callback(t, cohort)
+            callback(timing.round, cohort)
+
+    run_loop(federation, rounds, record)
     return history
 
 

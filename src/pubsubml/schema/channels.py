@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from pubsubml.errors import ChannelSyntaxError
 from pubsubml.schema.features import _NAME_RE
@@ -91,7 +91,10 @@ class Channel(BaseModel):
                 expect_name = True
         if expect_name:
             raise ChannelSyntaxError(f"channel {text!r} ends with an operator")
-        return cls(terms=tuple(tuple(sorted(set(t))) for t in terms))
+        try:
+            return cls(terms=tuple(tuple(sorted(set(t))) for t in terms))
+        except ValidationError as exc:  # the validator's ChannelSyntaxError, wrapped by pydantic
+            raise ChannelSyntaxError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
     def matches(self, features: Iterable[str]) -> bool:
         """True when ``features`` contain every feature of at least one term."""

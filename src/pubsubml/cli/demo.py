@@ -208,22 +208,57 @@ def _split(data: Dataset, sizes: list[int], seed: int) -> list[Dataset]:
 def _run(
     url: str, admin_token: str, seed: int, cfg: DemoConfig, console: Console
 ) -> dict[str, dict[str, float]]:
+    """Register the sites, publish (Algorithm 3, line 2), then customize at each subscriber."""
+    data, parts, fresh = _demo_data(seed, cfg)
+    admin = RegistryClient(url, admin_token)
+    sites, clients = _register_sites(admin, url, data.schema, cfg)
+    references = _publish(sites, clients, parts, data, seed, cfg, console)
+    scores: dict[str, dict[str, float]] = {}
+    for name in SUBSCRIBERS:
+        scores[name] = _customize(
+            name,
+            sites[name],
+            clients[name],
+            parts[name],
+            fresh[name],
+            data,
+            references,
+            seed,
+            console,
+        )
+        contributions = admin.contributions(subscriber=name)
+        console.print(
+            f"  contribution scores reported to the registry (opt-in, not DP): {len(contributions)} models"
+        )
+    return scores
+
+
+def _demo_data(
+    seed: int, cfg: DemoConfig
+) -> tuple[Dataset, dict[str, Dataset], dict[str, Dataset]]:
+    """The sites' rows and each subscriber's fresh test rows, from one generated concept."""
     names = list(PUBLISHERS) + list(SUBSCRIBERS)
     sizes = [cfg.publisher_rows] * len(PUBLISHERS) + [cfg.subscriber_rows] * len(SUBSCRIBERS)
     # One concept (IID sites): publishers have more data, subscribers little (Scenario 1, §8.1.1).
     # Each subscriber is scored on its own fresh rows of the concept that no site trained on.
     tests = [cfg.test_rows] * len(SUBSCRIBERS)
     data = hyperplane(sum(sizes) + sum(tests), seed=seed)
+    if data.classes is None:
+        raise ValueError("the demo's data set must declare its classes")
     *site_parts, tail = _split(data, [*sizes, sum(tests)], seed)
     parts = dict(zip(names, site_parts, strict=True))
     fresh = dict(zip(SUBSCRIBERS, _split(tail, tests, seed), strict=True))
-    schema = data.schema
+    return data, parts, fresh
 
-    admin = RegistryClient(url, admin_token)
+
+def _register_sites(
+    admin: RegistryClient, url: str, schema: FeatureSchema, cfg: DemoConfig
+) -> tuple[dict[str, Site], dict[str, RegistryClient]]:
+    """The consortium's dictionary, then every site with its key, budget, ledger and token."""
     admin.add_features(schema.features)
     sites: dict[str, Site] = {}
     clients: dict[str, RegistryClient] = {}
-    for name in names:
+    for name in list(PUBLISHERS) + list(SUBSCRIBERS):
         key = generate_signing_key()
         answer = admin.add_site(
             name,
@@ -239,16 +274,25 @@ def _run(
     trusted = admin.trusted_keys()
     for site in sites.values():
         site.trust(*trusted.values())
+    return sites, clients
 
-    # ---- publishing phase (Algorithm 3, line 2) ----------------------------------------
+
+def _publish(
+    sites: dict[str, Site],
+    clients: dict[str, RegistryClient],
+    parts: dict[str, Dataset],
+    data: Dataset,
+    seed: int,
+    cfg: DemoConfig,
+    console: Console,
+) -> list[_AsPublished]:
+    """Every publisher trains and publishes its DP model; returns the non-DP references."""
     published = Table(
         title="Publishers (DP-SGD logistic regression on public-bound inputs, Poisson sampling)"
     )
     for col in ("site", "features", "rows", "σ", "steps", "ε PLD", "ε RDP", "δ", "ledger ε"):
         published.add_column(col, justify="right" if col not in ("site", "features") else "left")
-    classes = data.classes
-    if classes is None:
-        raise ValueError("the demo's data set must declare its classes")
+    classes = list(data.classes or ())
     reference_models: list[_AsPublished] = []
     for name, features in PUBLISHERS.items():
         site, part = sites[name], parts[name]
@@ -281,71 +325,69 @@ def _run(
             f"{float(ledger_eps):.4f}",
         )
     console.print(published)
+    return reference_models
 
-    # ---- customizing phase (Algorithm 3, line 5) ---------------------------------------
-    scores: dict[str, dict[str, float]] = {}
-    for name, (features, channel) in SUBSCRIBERS.items():
-        site, part = sites[name], parts[name]
-        sub_id = site.subscribe(clients[name], channel, task="classification", classes=data.classes)
-        models = site.pull(clients[name], sub_id)
-        X_tr, y_tr = part.X[features], part.y
-        X_te, y_te = fresh[name].X[features], fresh[name].y
-        own = OwnLearner(schema=site.schema, classes=data.classes, random_state=seed)
-        own.fit(X_tr, y_tr)
-        custom = Customizer(
-            models=models, schema=site.schema, classes=data.classes, random_state=seed
-        )
-        custom.fit(X_tr, y_tr)
-        # Opt-in, and not DP: the scores come from the subscriber's private rows (see the docs).
-        ContributionReport.from_customizer(custom, name).report(clients[name], disclose=True)
-        matching = [
-            m
-            for m, feats in zip(reference_models, PUBLISHERS.values(), strict=True)
-            if _matches(channel, feats)
-        ]
-        star = Customizer(
-            models=matching,
-            schema=site.schema,
-            classes=data.classes,
-            random_state=seed,
-        ).fit(X_tr, y_tr)
-        scores[name] = {
-            "Own": float(own.score(X_te, y_te)),
-            "PubSub-ML": float(custom.score(X_te, y_te)),
-            "PubSub-ML*": float(star.score(X_te, y_te)),
-        }
-        table = Table(
-            title=f"{name}: channel '{channel}', {len(models)} models received; "
-            f"accuracy on {len(y_te)} fresh rows"
-        )
-        table.add_column("method")
-        table.add_column("test accuracy", justify="right")
-        table.add_column("what it uses")
-        table.add_row(
-            "Own",
-            f"{scores[name]['Own']:.3f}",
-            f"own model ({own.choice_}, chosen by 5-fold CV) on {len(X_tr)} rows",
-        )
-        publisher = {str(m.model_id): m.card.publisher for m in models}
-        weights = ", ".join(
-            f"{publisher.get(k, k)} {w:.2f}" for k, w in custom.fusion_weights_.items()
-        )
-        table.add_row(
-            "PubSub-ML",
-            f"{scores[name]['PubSub-ML']:.3f}",
-            "CUSTOMIZE over own model + DP models (ε = 1 each); "
-            + ("fell back to Own" if custom.fallback_ else f"weights: {weights}"),
-        )
-        table.add_row(
-            "PubSub-ML*",
-            f"{scores[name]['PubSub-ML*']:.3f}",
-            "same, publishers without DP (reference)",
-        )
-        console.print(table)
-        contributions = admin.contributions(subscriber=name)
-        console.print(
-            f"  contribution scores reported to the registry (opt-in, not DP): {len(contributions)} models"
-        )
+
+def _customize(
+    name: str,
+    site: Site,
+    client: RegistryClient,
+    part: Dataset,
+    fresh: Dataset,
+    data: Dataset,
+    references: list[_AsPublished],
+    seed: int,
+    console: Console,
+) -> dict[str, float]:
+    """One subscriber: subscribe, pull, CUSTOMIZE (Algorithm 3, line 5), score on fresh rows."""
+    features, channel = SUBSCRIBERS[name]
+    sub_id = site.subscribe(client, channel, task="classification", classes=data.classes)
+    models = site.pull(client, sub_id)
+    X_tr, y_tr = part.X[features], part.y
+    X_te, y_te = fresh.X[features], fresh.y
+    own = OwnLearner(schema=site.schema, classes=data.classes, random_state=seed)
+    own.fit(X_tr, y_tr)
+    custom = Customizer(models=models, schema=site.schema, classes=data.classes, random_state=seed)
+    custom.fit(X_tr, y_tr)
+    # Opt-in, and not DP: the scores come from the subscriber's private rows (see the docs).
+    ContributionReport.from_customizer(custom, name).report(client, disclose=True)
+    matching = [
+        m
+        for m, feats in zip(references, PUBLISHERS.values(), strict=True)
+        if _matches(channel, feats)
+    ]
+    star = Customizer(
+        models=matching, schema=site.schema, classes=data.classes, random_state=seed
+    ).fit(X_tr, y_tr)
+    scores = {
+        "Own": float(own.score(X_te, y_te)),
+        "PubSub-ML": float(custom.score(X_te, y_te)),
+        "PubSub-ML*": float(star.score(X_te, y_te)),
+    }
+    table = Table(
+        title=f"{name}: channel '{channel}', {len(models)} models received; "
+        f"accuracy on {len(y_te)} fresh rows"
+    )
+    table.add_column("method")
+    table.add_column("test accuracy", justify="right")
+    table.add_column("what it uses")
+    table.add_row(
+        "Own",
+        f"{scores['Own']:.3f}",
+        f"own model ({own.choice_}, chosen by 5-fold CV) on {len(X_tr)} rows",
+    )
+    publisher = {str(m.model_id): m.card.publisher for m in models}
+    weights = ", ".join(f"{publisher.get(k, k)} {w:.2f}" for k, w in custom.fusion_weights_.items())
+    table.add_row(
+        "PubSub-ML",
+        f"{scores['PubSub-ML']:.3f}",
+        "CUSTOMIZE over own model + DP models (ε = 1 each); "
+        + ("fell back to Own" if custom.fallback_ else f"weights: {weights}"),
+    )
+    table.add_row(
+        "PubSub-ML*", f"{scores['PubSub-ML*']:.3f}", "same, publishers without DP (reference)"
+    )
+    console.print(table)
     return scores
 
 

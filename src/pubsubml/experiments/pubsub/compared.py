@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -276,30 +276,67 @@ def evaluate_fold(
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
     pub_trains, tr, te = _fold_rows(scenario, seed=seed, fold=fold, folds=folds)
-    sub = scenario.subscriber
-    X_tr, y_tr = sub.X.iloc[tr], sub.y[tr]
-    if scenario.test is not None:
-        X_te, y_te = scenario.test.X, scenario.test.y
-    else:
-        X_te, y_te = sub.X.iloc[te], sub.y[te]
-    rs = seed * 1000 + fold
-    out: list[Record] = []
+    run = _Fold(scenario, config, pub_trains, tr, te, rs=seed * 1000 + fold)
+    return [run.record(method) for method in methods]
 
-    out_extra = [0.0]
-    Run = tuple[Any, pd.DataFrame, float, Record]
 
-    def timed(method: str, run: Callable[[], Run]) -> None:
-        out_extra[0] = 0.0
+_Run = tuple[Any, pd.DataFrame, float, Record]
+
+
+class _Fold:
+    """One fold of one seed: the rows every method trains on and is scored on (§7.4)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: MethodConfig,
+        pub_trains: list[np.ndarray],
+        tr: np.ndarray,
+        te: np.ndarray,
+        *,
+        rs: int,
+    ) -> None:
+        self.scenario = scenario
+        self.config = config
+        self.pub_trains = pub_trains
+        self.tr, self.te = tr, te
+        self.rs = rs
+        sub = scenario.subscriber
+        self.X_tr, self.y_tr = sub.X.iloc[tr], sub.y[tr]
+        if scenario.test is not None:
+            self.X_te, self.y_te = scenario.test.X, scenario.test.y
+        else:
+            self.X_te, self.y_te = sub.X.iloc[te], sub.y[te]
+        self.fl_models: dict[str, Any] = {}
+        self.fl_seconds: dict[str, float] = {}
+        self.extra_seconds = 0.0
+
+    def record(self, method: str) -> Record:
+        """Train ``method``, time it and score it on the test rows."""
+        self.extra_seconds = 0.0
         t0 = time.perf_counter()
-        model, X_eval, eps, extra = run()
-        seconds = time.perf_counter() - t0 + out_extra[0]
-        value = _score(scenario, model, X_eval, y_te)
-        auc = _auc(scenario, model, X_eval, y_te)
+        model, X_eval, eps, extra = self._run(method)
+        seconds = time.perf_counter() - t0 + self.extra_seconds
+        value = _score(self.scenario, model, X_eval, self.y_te)
+        auc = _auc(self.scenario, model, X_eval, self.y_te)
         record = {"method": method, "score": value, "auc": auc, "epsilon": eps}
-        out.append(record | {"seconds": seconds} | extra)
+        return record | {"seconds": seconds} | extra
 
-    def pubsub(dp: bool) -> Run:
-        models = train_publishers(scenario, pub_trains, config, dp=dp, seed=rs)
+    def _run(self, method: str) -> _Run:
+        if method == "PubSub-ML":
+            return self.pubsub(self.config.dp)
+        if method == "PubSub-ML*":
+            return self.pubsub(False)
+        if method == "Own":
+            return self.own()
+        if method == "Joint":
+            return self.joint()
+        return self.fl(method[:-3], tuned=method[-2] == "F")
+
+    def pubsub(self, dp: bool) -> _Run:
+        """PubSub-ML (DP publishers) or PubSub-ML* (non-DP): publish, then CUSTOMIZE."""
+        scenario, config, rs = self.scenario, self.config, self.rs
+        models = train_publishers(scenario, self.pub_trains, config, dp=dp, seed=rs)
         own = own_model(scenario, config, rs) if config.own_model == "paper" else config.own_model
         protocol: dict[str, Any] = {}
         if config.customizer == "paper":  # Tra/Cus holdout and the fully connected layer (§4)
@@ -319,66 +356,58 @@ def evaluate_fold(
             classes=scenario.classes,
             random_state=rs,
             **protocol,
-        ).fit(X_tr, y_tr)
+        ).fit(self.X_tr, self.y_tr)
         eps = max(float(getattr(m.estimator, "epsilon_", math.inf)) for m in models)
         choice = "paper" if config.own_model == "paper" else _choice(cust.own_model_)
         extra = {"own_choice": choice, "fallback": bool(cust.fallback_)}
-        return cust, X_te, eps, extra
+        return cust, self.X_te, eps, extra
 
-    def own() -> Run:
-        model = own_model(scenario, config, rs).fit(X_tr, y_tr)
-        return model, X_te, math.inf, {"own_choice": _choice(model)}
+    def own(self) -> _Run:
+        """The subscriber's own model on its own rows."""
+        model = own_model(self.scenario, self.config, self.rs).fit(self.X_tr, self.y_tr)
+        return model, self.X_te, math.inf, {"own_choice": _choice(model)}
 
-    def joint() -> Run:
-        if sub.ids is not None:  # one population: pool by joining the sites' columns per row id
-            X, y, X_eval = _joined(scenario, pub_trains, tr, te)
+    def joint(self) -> _Run:
+        """One non-private network on the pooled rows of every site (the upper reference)."""
+        scenario = self.scenario
+        if scenario.subscriber.ids is not None:  # one population: join the sites' columns per id
+            X, y, X_eval = _joined(scenario, self.pub_trains, self.tr, self.te)
         else:
             frames = [
                 scenario.schema.extend(s.X.iloc[t])
-                for s, t in zip(scenario.publishers, pub_trains, strict=True)
+                for s, t in zip(scenario.publishers, self.pub_trains, strict=True)
             ]
-            X = pd.concat([*frames, scenario.schema.extend(X_tr)], ignore_index=True)
+            X = pd.concat([*frames, scenario.schema.extend(self.X_tr)], ignore_index=True)
             y = np.concatenate(
-                [*(s.y[t] for s, t in zip(scenario.publishers, pub_trains, strict=True)), y_tr]
+                [
+                    *(s.y[t] for s, t in zip(scenario.publishers, self.pub_trains, strict=True)),
+                    self.y_tr,
+                ]
             )
-            X_eval = scenario.schema.extend(X_te)
-        est = network(scenario, scenario.schema, config, dp=False, random_state=rs).fit(X, y)
-        return est, X_eval, math.inf, {}
+            X_eval = scenario.schema.extend(self.X_te)
+        net = network(scenario, scenario.schema, self.config, dp=False, random_state=self.rs)
+        return net.fit(X, y), X_eval, math.inf, {}
 
-    fl_cache: dict[str, Any] = {}
-    fl_seconds: dict[str, float] = {}
-
-    def fl(name: str, tuned: bool) -> Run:
-        if name not in fl_cache:
+    def fl(self, name: str, tuned: bool) -> _Run:
+        """A federated baseline, trained once per fold; its (F) variant fine-tunes it locally."""
+        scenario, config, rs = self.scenario, self.config, self.rs
+        if name not in self.fl_models:
             t0 = time.perf_counter()
             clients = [
                 (scenario.schema.extend(s.X.iloc[t]), s.y[t])
-                for s, t in zip(scenario.publishers, pub_trains, strict=True)
-            ] + [(scenario.schema.extend(X_tr), y_tr)]
-            fl_cache[name] = fit_federated(scenario, name, clients, config, rs)
-            fl_seconds[name] = time.perf_counter() - t0
+                for s, t in zip(scenario.publishers, self.pub_trains, strict=True)
+            ] + [(scenario.schema.extend(self.X_tr), self.y_tr)]
+            self.fl_models[name] = fit_federated(scenario, name, clients, config, rs)
+            self.fl_seconds[name] = time.perf_counter() - t0
         elif tuned:  # the (F) variant's time includes training the global model it starts from
-            out_extra[0] += fl_seconds[name]
-        model = fl_cache[name]
+            self.extra_seconds += self.fl_seconds[name]
+        model = self.fl_models[name]
         eps = float(model.epsilon_)
-        X_eval = scenario.schema.extend(X_te)
+        X_eval = scenario.schema.extend(self.X_te)
         if tuned:
-            model = fine_tune_federated(model, scenario.schema.extend(X_tr), y_tr, config, rs)
+            X_own = scenario.schema.extend(self.X_tr)
+            model = fine_tune_federated(model, X_own, self.y_tr, config, rs)
         return model, X_eval, eps, {}
-
-    for method in methods:
-        if method == "PubSub-ML":
-            timed(method, lambda: pubsub(config.dp))
-        elif method == "PubSub-ML*":
-            timed(method, lambda: pubsub(False))
-        elif method == "Own":
-            timed(method, own)
-        elif method == "Joint":
-            timed(method, joint)
-        else:
-            base, variant = method[:-3], method[-2]
-            timed(method, lambda b=base, v=variant: fl(b, v == "F"))  # type: ignore[misc]
-    return out
 
 
 def _choice(own: Any) -> str:

@@ -543,6 +543,30 @@ def card_dict(artifact: Artifact) -> dict[str, Any]:
     return dict(json.loads(artifact.card.to_json()))
 
 
+@pytest.fixture
+def server(
+    backend: Backend, tmp_path: Path, artifacts: ArtifactFactory
+) -> Iterator[dict[str, Any]]:
+    """A uvicorn server with the test dictionary and sites a, b (ε budget 50) and poor (0.5);
+    yields its URL and the sites' tokens."""
+    from pubsubml.registry.client import RegistryClient
+
+    settings = make_settings(backend.url, tmp_path / "store")
+    with thread_server(settings) as url:
+        admin = RegistryClient(url, ADMIN_TOKEN)
+        admin.add_features(DICTIONARY.features)
+        tokens = {}
+        for name, budget in (("a", 50.0), ("b", 50.0), ("poor", 0.5)):
+            tokens[name] = admin.add_site(
+                name,
+                public_key=artifacts.public_key(name),
+                epsilon_budget=budget,
+                delta_budget=1e-5,
+            )["token"]
+        admin.close()
+        yield {"url": url, "tokens": tokens}
+
+
 @pytest.fixture(scope="session")
 def support() -> Any:
     """This module, so tests reach its helpers and constants without importing a conftest."""

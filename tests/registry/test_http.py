@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,25 +22,6 @@ from pubsubml.errors import (
 from pubsubml.hub import Hub
 from pubsubml.registry.client import RegistryClient
 from pubsubml.schema import Channel
-
-
-@pytest.fixture
-def server(backend: Any, tmp_path: Path, support: Any, artifacts: Any) -> Iterator[dict[str, Any]]:
-    """A uvicorn server with the test dictionary and sites a, b (both roles); yields URL and tokens."""
-    settings = support.make_settings(backend.url, tmp_path / "store")
-    with support.thread_server(settings) as url:
-        admin = RegistryClient(url, support.ADMIN_TOKEN)
-        admin.add_features(support.DICTIONARY.features)
-        tokens = {}
-        for name, budget in (("a", 50.0), ("b", 50.0), ("poor", 0.5)):
-            tokens[name] = admin.add_site(
-                name,
-                public_key=artifacts.public_key(name),
-                epsilon_budget=budget,
-                delta_budget=1e-5,
-            )["token"]
-        admin.close()
-        yield {"url": url, "tokens": tokens}
 
 
 def test_registry_client_is_a_hub(server: dict[str, Any], artifacts: Any) -> None:

@@ -6,7 +6,7 @@ re-exported here so the command tests run on the same SQLite and PostgreSQL cont
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,12 +23,12 @@ from pubsubml.cli.registry import (
     site_app,
     subscribe_command,
 )
-from pubsubml.registry.client import RegistryClient
 from registry.conftest import (  # the registry suite's fixtures, shared
     artifacts,
     backend,
     pg_migrated,
     pg_user,
+    server,
     sqlite_template,
     support,
 )
@@ -38,28 +38,10 @@ __all__ = [
     "backend",
     "pg_migrated",
     "pg_user",
+    "server",
     "sqlite_template",
     "support",
 ]
-
-
-@pytest.fixture
-def server(backend: Any, tmp_path: Any, support: Any, artifacts: Any) -> Iterator[dict[str, Any]]:
-    """A uvicorn server with the test dictionary and sites a, b (ε budget 50) and poor (0.5)."""
-    settings = support.make_settings(backend.url, tmp_path / "store")
-    with support.thread_server(settings) as url:
-        admin = RegistryClient(url, support.ADMIN_TOKEN)
-        admin.add_features(support.DICTIONARY.features)
-        tokens = {}
-        for name, budget in (("a", 50.0), ("b", 50.0), ("poor", 0.5)):
-            tokens[name] = admin.add_site(
-                name,
-                public_key=artifacts.public_key(name),
-                epsilon_budget=budget,
-                delta_budget=1e-5,
-            )["token"]
-        admin.close()
-        yield {"url": url, "tokens": tokens}
 
 
 @pytest.fixture

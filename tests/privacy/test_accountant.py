@@ -255,3 +255,12 @@ def test_good_parameters_pass() -> None:
     check_delta(1e-5, 500)
     with pytest.raises(InvalidPrivacyParameterError):
         compute_epsilon([_sgd(1.0, 0.1, 1)], 1.0)
+
+
+def test_epsilon_may_be_a_numpy_scalar() -> None:
+    import numpy as np
+
+    from pubsubml.privacy.accountant import check_epsilon
+
+    check_epsilon(np.float32(0.5))
+    check_epsilon(np.int64(2))

@@ -141,5 +141,5 @@ def one_run_result(
 
 def check_count(name: str, value: Any, minimum: int) -> None:
     """Raise ValueError unless ``value`` is an integer ≥ ``minimum``."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -52,10 +52,10 @@ class Dataset:
         return len(self.X)
 
     def take(self, rows: np.ndarray | slice) -> Dataset:
-        """The same data set restricted to ``rows`` (positions)."""
+        """The same data set restricted to ``rows`` (positions); a copy, never a view."""
         return Dataset(
             X=self.X.iloc[rows].reset_index(drop=True),
-            y=self.y[rows],
+            y=np.array(self.y[rows], copy=True),
             schema=self.schema,
             task=self.task,
             classes=self.classes,

@@ -102,8 +102,30 @@ def hyperplane_chunks(
     >>> list(X.columns), y.shape
     (['x0', 'x1', 'x2'], (5,))
     """
-    if n_chunks < 0 or chunk_size < 1:
+    if n_chunks < 0 or chunk_size < 1:  # checked at the call, not at the first chunk
         raise ValueError("need n_chunks >= 0 and chunk_size >= 1")
+    return _hyperplane_chunks(
+        n_chunks,
+        chunk_size,
+        seed,
+        n_features,
+        n_drift_features,
+        mag_change,
+        noise_percentage,
+        sigma,
+    )
+
+
+def _hyperplane_chunks(
+    n_chunks: int,
+    chunk_size: int,
+    seed: int,
+    n_features: int,
+    n_drift_features: int,
+    mag_change: float,
+    noise_percentage: float,
+    sigma: float,
+) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
     stream = iter(
         synth.Hyperplane(
             seed=seed,

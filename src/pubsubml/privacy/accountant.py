@@ -21,6 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import ValidationError
 
 from pubsubml.errors import InvalidPrivacyParameterError, UnknownAccountantError
@@ -70,7 +71,7 @@ def check_epsilon(epsilon: float) -> None:
     --------
     >>> check_epsilon(1.0)
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float | np.integer | np.floating):
         raise InvalidPrivacyParameterError(f"epsilon must be a number, got {epsilon!r}")
     if not 0.0 < epsilon < math.inf:
         raise InvalidPrivacyParameterError(f"epsilon must be finite and > 0, got {epsilon}")

@@ -56,7 +56,8 @@ class GlobalModelMixin:
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         """Labels (classification) or values (regression), shape (n_samples,)."""
         if self.task == "classification":
-            return np.asarray(self.classes_[self.predict_proba(X).argmax(axis=1)])
+            proba = self.predict_proba(X)  # raises NotFittedError before classes_ is read
+            return np.asarray(self.classes_[proba.argmax(axis=1)])
         return self._forward(X)[:, 0].numpy().astype(np.float64)
 
     def score(self, X: pd.DataFrame, y: Any) -> float:

@@ -1,0 +1,168 @@
+"""Tests of pubsubml.privacy.dpsgd_spec: activations, losses, DPSGDConfig and TrainResult."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+from torch import Tensor, nn
+
+from pubsubml.errors import InvalidPrivacyParameterError
+from pubsubml.privacy.dpsgd_spec import ACTIVATIONS, LOSSES, DPSGDConfig, TrainResult
+from pubsubml.privacy.events import DPEvent
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _close(actual: Tensor, expected: Tensor | None) -> None:
+    assert expected is not None
+    np.testing.assert_allclose(
+        actual.detach().numpy(), expected.detach().numpy(), rtol=1e-7, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_forward_and_backward_match_autograd(name: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(4, 6, generator=g, dtype=torch.float64) * 3
+    upstream = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    activation = ACTIVATIONS[name]
+    leaf = z.clone().requires_grad_(True)
+    reference_out = activation.module()(leaf)
+    (reference_out * upstream).sum().backward()
+
+    out = activation.forward_(z.clone())
+    grad = activation.backward_(upstream.clone(), out, torch.empty_like(out))
+
+    _close(out, reference_out)
+    _close(grad, leaf.grad)
+
+
+def test_activation_forward_works_in_place() -> None:
+    z = torch.tensor([-1.0, 0.5])
+
+    out = ACTIVATIONS["relu"].forward_(z)
+
+    assert out.data_ptr() == z.data_ptr() and z.tolist() == [0.0, 0.5]
+
+
+def test_cross_entropy_per_sample_loss_and_gradient_match_torch() -> None:
+    g = torch.Generator().manual_seed(1)
+    out = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)  # (sites, rows, classes)
+    y = torch.randint(0, 4, (2, 5), generator=g)
+    leaf = out.clone().requires_grad_(True)
+    reference = nn.functional.cross_entropy(leaf.reshape(-1, 4), y.reshape(-1), reduction="none")
+    reference.sum().backward()
+
+    loss = LOSSES["cross_entropy"].per_sample(out, y)
+    grad = LOSSES["cross_entropy"].output_grad(out, y)
+
+    _close(loss, reference.reshape(2, 5))
+    _close(grad, leaf.grad)
+
+
+def test_mse_per_sample_loss_and_gradient_match_autograd() -> None:
+    g = torch.Generator().manual_seed(2)
+    out = torch.randn(3, 7, 1, generator=g, dtype=torch.float64)
+    y = torch.randn(3, 7, generator=g, dtype=torch.float64)
+    leaf = out.clone().requires_grad_(True)
+    ((leaf[..., 0] - y) ** 2).sum().backward()
+
+    loss = LOSSES["mse"].per_sample(out, y)
+    grad = LOSSES["mse"].output_grad(out, y)
+
+    _close(loss, (out[..., 0] - y) ** 2)
+    _close(grad, leaf.grad)
+
+
+@pytest.mark.parametrize(
+    ("config", "n", "rate", "steps"),
+    [
+        (DPSGDConfig(batch_size=100, epochs=3), 500, 0.2, 15),
+        (DPSGDConfig(batch_size=100, epochs=2), 250, 0.4, 4),  # 1/q = 2.5 rounds to 2
+        (DPSGDConfig(batch_size=100, epochs=2), 350, 100 / 350, 8),  # 1/q = 3.5 rounds to 4
+        (DPSGDConfig(batch_size=100, epochs=3), 40, 1.0, 3),  # a batch above n: q = 1
+        (DPSGDConfig(sample_rate=0.3, batch_size=7, epochs=2), 1000, 0.3, 6),
+        (DPSGDConfig(sample_rate=0.3, batch_size=40, epochs=2, private=False), 100, 0.4, 6),
+        (DPSGDConfig(batch_size=30, epochs=4, private=False), 100, 0.3, 16),
+    ],
+)
+def test_sample_rate_and_steps(config: DPSGDConfig, n: int, rate: float, steps: int) -> None:
+    assert config.sample_rate_for(n) == pytest.approx(rate, rel=1e-15)
+    assert config.steps_for(n) == steps
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"noise_multiplier": math.nan}, InvalidPrivacyParameterError),
+        ({"noise_multiplier": math.inf}, InvalidPrivacyParameterError),
+        ({"max_grad_norm": math.inf}, InvalidPrivacyParameterError),
+        ({"max_grad_norm": -1.0}, InvalidPrivacyParameterError),
+        ({"sample_rate": 0.0}, InvalidPrivacyParameterError),
+        ({"batch_size": True}, ValueError),
+        ({"batch_size": 10.0}, ValueError),
+        ({"epochs": 2.5}, ValueError),
+        ({"lr": math.nan}, ValueError),
+        ({"lr": math.inf}, ValueError),
+        ({"lr": 0.0}, ValueError),
+    ],
+)
+def test_config_refuses_non_finite_and_mistyped_values(
+    kwargs: dict[str, object], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        DPSGDConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_config_accepts_zero_noise_and_a_full_sample_rate() -> None:
+    config = DPSGDConfig(noise_multiplier=0.0, sample_rate=1.0, epochs=2)
+
+    assert config.steps_for(10) == 2
+
+
+def test_config_is_immutable() -> None:
+    config = DPSGDConfig()
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.epochs = 3  # type: ignore[misc]
+
+
+def _result(private: bool, sigma: float) -> TrainResult:
+    return TrainResult(
+        module=nn.Linear(2, 2),
+        steps=12,
+        sample_rate=0.25,
+        noise_multiplier=sigma,
+        max_grad_norm=1.0 if private else math.inf,
+        private=private,
+        batch_sizes=torch.zeros(12, dtype=torch.long),
+    )
+
+
+def test_private_run_is_one_subsampled_gaussian_event_per_step() -> None:
+    events = _result(True, 1.3).events
+
+    assert events == [
+        DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.3, sample_rate=0.25, count=12)
+    ]
+
+
+def test_private_run_without_noise_has_no_guarantee() -> None:
+    with pytest.raises(InvalidPrivacyParameterError):
+        _ = _result(True, 0.0).events
+
+
+def test_non_private_run_has_no_events_whatever_its_noise() -> None:
+    assert _result(False, 0.0).events == []
+    assert _result(False, 2.0).events == []

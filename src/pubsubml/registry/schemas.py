@@ -72,7 +72,7 @@ def check_site_name(name: str) -> str:
     >>> check_site_name("hospital-1")
     'hospital-1'
     """
-    if not isinstance(name, str) or not _SITE_NAME_RE.match(name):
+    if not isinstance(name, str) or not _SITE_NAME_RE.fullmatch(name):
         raise ValueError(
             f"invalid site name {str(name)[:80]!r}: use a letter then letters, digits, '_' or '-' "
             "(at most 64 characters)"
@@ -105,7 +105,7 @@ class SiteBase(BaseModel):
     @field_validator("public_key")
     @classmethod
     def _key(cls, v: str | None) -> str | None:
-        if v is not None and not _B64_KEY_RE.match(v):
+        if v is not None and not _B64_KEY_RE.fullmatch(v):
             raise ValueError("public_key must be the standard base64 of a raw 32-byte Ed25519 key")
         return v
 
@@ -361,7 +361,7 @@ class ContributionReport(BaseModel):
     def _normalized(self) -> ContributionReport:
         check_site_name(self.subscriber)
         for model_id, score in self.scores.items():
-            if not re.match(MODEL_ID_PATTERN, model_id):
+            if not re.fullmatch(MODEL_ID_PATTERN, model_id):
                 raise ValueError(f"invalid model id {model_id[:40]!r}")
             if not (math.isfinite(score) and 0.0 <= score <= 1.0):
                 raise ValueError(f"score of {model_id} must be finite and in [0, 1], got {score}")

@@ -80,7 +80,7 @@ class ArtifactStore:
 
     def path(self, key: str) -> Path:
         """Path of the object ``key`` (a 32-character hex key made by :meth:`stage`)."""
-        if not _KEY_RE.match(key):
+        if not _KEY_RE.fullmatch(key):
             raise NotFoundError(f"invalid artifact key {key[:40]!r}")
         return self.objects / key[:2] / key
 
@@ -126,7 +126,7 @@ class ArtifactStore:
 
     def keys(self) -> set[str]:
         """Keys of every stored object."""
-        return {p.name for p in self.objects.glob("*/*") if _KEY_RE.match(p.name)}
+        return {p.name for p in self.objects.glob("*/*") if _KEY_RE.fullmatch(p.name)}
 
     def tmp_files(self) -> list[Path]:
         """Temporary files of uploads in progress or interrupted."""

@@ -155,7 +155,7 @@ def get_model_row(session: Session, principal: Principal, model_id: str) -> tupl
     NotFoundError
         No such model, an invalid id, or a model the caller may not see (indistinguishable).
     """
-    if not isinstance(model_id, str) or not _MODEL_ID_RE.match(model_id):
+    if not isinstance(model_id, str) or not _MODEL_ID_RE.fullmatch(model_id):
         raise NotFoundError(f"model {str(model_id)[:80]!r} not found")
     stmt = (
         select(ModelRow, SiteRow.name)

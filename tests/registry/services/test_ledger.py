@@ -1,0 +1,188 @@
+"""Tests of pubsubml.registry.services.ledger: releases, registered chunks, charging, reading."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pubsubml.errors import InvalidPrivacyParameterError, PrivacyBudgetExceededError
+from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.registry.auth import ADMIN, Principal
+from pubsubml.registry.database import Database
+from pubsubml.registry.schemas import ScopeRegister
+from pubsubml.registry.services.ledger import (
+    build_ledger,
+    charge,
+    count_releases,
+    ledger_row,
+    list_scopes,
+    read_ledger,
+    register_scopes,
+    release_of_card,
+)
+from pubsubml.registry.tables import SiteRow
+
+DELTA = 1e-5
+GAUSS = DPEvent(mechanism="gaussian", noise_multiplier=5.0)
+WIDE = DPEvent(mechanism="gaussian", noise_multiplier=3.0)
+
+
+@pytest.fixture
+def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
+    path = tmp_path / "registry.db"
+    shutil.copy(sqlite_template, path)
+    database = Database(f"sqlite:///{path}")
+    yield database
+    database.dispose()
+
+
+def _site(db: Database, name: str = "a", epsilon: float = 10.0) -> Principal:
+    with db.write() as s:
+        row = SiteRow(
+            name=name, roles="both", epsilon_budget=epsilon, delta_budget=DELTA, token_hash=name
+        )
+        s.add(row)
+        s.flush()
+        return Principal(kind="site", site_id=row.id, name=name, roles="both")
+
+
+def _release(rid: str, *events: DPEvent, scope: tuple[str, ...] | None = None) -> Release:
+    created = datetime(2025, 1, 1, tzinfo=UTC)
+    return Release(
+        release_id=rid, description=f"d-{rid}", events=events, scope=scope, created_at=created
+    )
+
+
+def _store(db: Database, site: Principal, release: Release) -> None:
+    assert site.site_id is not None
+    eps = compute_epsilon(list(release.events), DELTA)
+    with db.write() as s:
+        s.add(ledger_row(site.site_id, release, epsilon=eps, delta=DELTA, model_id=None))  # type: ignore[arg-type]
+
+
+def _register(db: Database, site: Principal, labels: list[str]) -> Any:
+    with db.write() as s:
+        return register_scopes(s, site, site.name, ScopeRegister(scopes=labels))
+
+
+def _charge(db: Database, site: Principal, release: Release) -> int:
+    with db.read() as s:
+        row = s.get(SiteRow, site.site_id)
+        assert row is not None
+        return charge(s, row, release)
+
+
+def test_release_of_card(artifacts: Any, support: Any) -> None:
+    plain = artifacts("a", seed=700).card
+    release = release_of_card(plain)
+    assert release.release_id == plain.model_id and release.scope is None
+    assert release.events == tuple(plain.privacy.events) and release.created_at == plain.created_at
+    assert plain.task in release.description and plain.format in release.description
+    art = artifacts("a", seed=701)
+    scoped = artifacts.resign(
+        art.card, art.weights, "a", privacy=support.privacy_record(data_scope=["w2", "w1"])
+    ).card
+    assert release_of_card(scoped).scope == tuple(scoped.privacy.data_scope or ())
+
+
+def test_registered_chunks_keep_their_first_time_and_order(db: Database) -> None:
+    site = _site(db)
+    first = _register(db, site, ["q2", "q1", "q2"])
+    assert first.new == ["q2", "q1"] and first.site == "a"
+    assert [s.label for s in first.scopes] == ["q1", "q2"]  # same time: by label
+    second = _register(db, site, ["q1", "q3"])
+    assert second.new == ["q3"]
+    assert [s.label for s in second.scopes] == ["q1", "q2", "q3"]
+    assert second.scopes[:2] == first.scopes
+    with db.read() as s:
+        assert list_scopes(s, ADMIN, "a").model_dump() == {**second.model_dump(), "new": []}
+
+
+def test_the_pld_accountant_decides_when_rdp_says_over_budget(db: Database) -> None:
+    pld = compute_epsilon([GAUSS], DELTA, backend="pld")
+    rdp = compute_epsilon([GAUSS], DELTA, backend="rdp")
+    assert pld < rdp
+    between = _site(db, "between", epsilon=(pld + rdp) / 2)
+    assert _charge(db, between, _release("r1", GAUSS)) == 0
+    below = _site(db, "below", epsilon=pld * 0.99)
+    with pytest.raises(PrivacyBudgetExceededError):
+        _charge(db, below, _release("r1", GAUSS))
+
+
+def test_charge_counts_earlier_releases_and_writes_nothing(db: Database) -> None:
+    site = _site(db)
+    _store(db, site, _release("r1", GAUSS))
+    assert _charge(db, site, _release("r2", GAUSS)) == 1
+    assert site.site_id is not None
+    with db.read() as s:
+        assert count_releases(s, site.site_id) == 1
+    tight = _site(db, "tight", epsilon=compute_epsilon([GAUSS], DELTA) * 1.2)
+    _store(db, tight, _release("r1", GAUSS))
+    with pytest.raises(PrivacyBudgetExceededError):
+        _charge(db, tight, _release("r2", GAUSS))  # two releases on the whole data set
+
+
+def test_a_release_may_name_only_registered_chunks(db: Database) -> None:
+    site = _site(db)
+    scoped = _release("r1", GAUSS, scope=("jan",))
+    with pytest.raises(InvalidPrivacyParameterError, match="not registered"):
+        _charge(db, site, scoped)
+    _register(db, site, ["jan"])
+    assert _charge(db, site, scoped) == 0
+
+
+def test_stored_releases_rebuild_the_same_ledger(db: Database) -> None:
+    site = _site(db)
+    _register(db, site, ["jan", "feb"])
+    releases = [
+        _release("r1", GAUSS, scope=("jan",)),
+        _release("r2", GAUSS, WIDE, scope=("feb", "jan")),
+        _release("r3", WIDE),
+    ]
+    for release in releases:
+        _store(db, site, release)
+    with db.read() as s:
+        row = s.get(SiteRow, site.site_id)
+        assert row is not None
+        ledger = build_ledger(s, row, backend="rdp")
+    assert ledger.releases == releases and ledger.backend == "rdp"
+    assert set(ledger.scopes) == {"jan", "feb"}
+    assert (ledger.site, ledger.epsilon_budget, ledger.delta) == ("a", 10.0, DELTA)
+
+
+def test_read_ledger_composes_like_the_privacy_ledger(db: Database) -> None:
+    site = _site(db)
+    _register(db, site, ["jan", "feb"])
+    releases = [
+        _release("r1", GAUSS, scope=("jan",)),
+        _release("r2", WIDE, scope=("feb",)),
+        _release("r3", GAUSS),
+    ]
+    reference = PrivacyLedger(site="a", epsilon_budget=10.0, delta=DELTA)
+    reference.register_scopes(["jan", "feb"])
+    for release in releases:
+        _store(db, site, release)
+        reference.charge(release)
+    with db.read() as s:
+        public = read_ledger(s, site, "a")
+    assert public.spent_epsilon == pytest.approx(reference.spent_epsilon())
+    assert public.remaining_epsilon == pytest.approx(10.0 - reference.spent_epsilon())
+    assert [r.release_id for r in public.releases] == ["r1", "r2", "r3"]
+    assert public.releases[1].scope == ["feb"] and public.releases[2].scope is None
+    assert public.releases[1].epsilon == pytest.approx(compute_epsilon([WIDE], DELTA))
+    assert [s.label for s in public.scopes] == ["feb", "jan"]
+
+
+def test_remaining_epsilon_never_goes_below_zero(db: Database) -> None:
+    site = _site(db, epsilon=0.1)
+    _store(db, site, _release("r1", WIDE))  # stored past the budget (e.g. a lowered budget)
+    with db.read() as s:
+        public = read_ledger(s, ADMIN, "a")
+    assert public.spent_epsilon > 0.1 and public.remaining_epsilon == 0.0

@@ -1,0 +1,162 @@
+"""Tests of pubsubml.registry.services.subscriptions: creation with backfill, reading, listing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from pubsubml.artifacts.card import ModelCard
+from pubsubml.artifacts.validation import validate_untrusted
+from pubsubml.errors import NotFoundError, PermissionDeniedError
+from pubsubml.registry.auth import ADMIN, Principal
+from pubsubml.registry.database import Database
+from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate
+from pubsubml.registry.services.features import add_features
+from pubsubml.registry.services.feed import read_deliveries
+from pubsubml.registry.services.publish import publish_model
+from pubsubml.registry.services.sites import create_site
+from pubsubml.registry.services.subscriptions import (
+    create_subscription,
+    get_subscription,
+    list_subscriptions,
+)
+from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.tables import EventRow, ModelRow, SiteRow
+from pubsubml.registry.upload_lock import UploadLock
+
+
+class LocalValidator:
+    """Runs the validation workers' checks in this process."""
+
+    def validate(
+        self, card: ModelCard, weights: bytes, *, site_delta: float, max_weights_bytes: int
+    ) -> float:
+        return validate_untrusted(
+            card, weights, site_delta=site_delta, max_weights_bytes=max_weights_bytes
+        )
+
+
+@dataclass
+class Env:
+    db: Database
+    store: ArtifactStore
+    sites: dict[str, Principal]
+    artifacts: Any
+
+    def publish(self, site: str, **kwargs: Any) -> ModelPublic:
+        art = self.artifacts(site, **kwargs)
+        return publish_model(
+            self.db,
+            self.store,
+            self.sites[site],
+            art.card.to_json(),
+            art.weights,
+            lock=UploadLock(self.db, self.store.root),
+            validator=LocalValidator(),  # type: ignore[arg-type]
+            max_weights_bytes=1 << 20,
+        )
+
+    def subscribe(self, who: str | Principal, **body: Any) -> Any:
+        principal = self.sites[who] if isinstance(who, str) else who
+        with self.db.write() as s:
+            return create_subscription(s, principal, SubscriptionCreate(**body))
+
+
+@pytest.fixture
+def env(sqlite_template: Path, tmp_path: Path, artifacts: Any, support: Any) -> Iterator[Env]:
+    path = tmp_path / "registry.db"
+    shutil.copy(sqlite_template, path)
+    db = Database(f"sqlite:///{path}")
+    sites = {}
+    with db.write() as s:
+        add_features(s, ADMIN, support.DICTIONARY.features)
+        for name in ("a", "b", "c"):
+            body = SiteCreate(
+                name=name,
+                public_key=artifacts.public_key(name),
+                epsilon_budget=50.0,
+                delta_budget=1e-5,
+            )
+            create_site(s, ADMIN, body)
+            site_id = s.execute(select(SiteRow.id).where(SiteRow.name == name)).scalar_one()
+            sites[name] = Principal(kind="site", site_id=site_id, name=name, roles="both")
+    yield Env(db, ArtifactStore(tmp_path / "store"), sites, artifacts)
+    db.dispose()
+
+
+def test_a_new_subscription_receives_the_matching_history_in_order(env: Env) -> None:
+    m1 = env.publish("a", seed=400, features=("age", "sex"))
+    env.publish("c", seed=401, features=("wbc",))  # outside the channel
+    m3 = env.publish("c", seed=402, features=("age",))
+    env.publish("b", seed=403, features=("age",))  # the subscriber's own
+    env.publish("a", seed=404, features=("age",), classes=None)  # regression
+    m6 = env.publish("a", seed=405, features=("age", "bmi"), classes=(0, 1, 2))
+    created = env.subscribe("b", channel="age", task="classification")
+    with env.db.read() as s:
+        items = read_deliveries(s, created.id, after=0, limit=100)
+        newest = s.execute(select(func.max(ModelRow.position))).scalar_one()
+        event = s.execute(select(EventRow).order_by(EventRow.position.desc())).scalars().first()
+    assert [m for _, m, _ in items] == [m1.model_id, m3.model_id, m6.model_id]
+    cursors = [c for c, _, _ in items]
+    assert cursors == sorted(cursors) and cursors[0] > newest
+    assert event is not None and event.kind == "subscription.created"
+    assert event.site_id == env.sites["b"].site_id and event.position > cursors[-1]
+    assert json.loads(event.payload) == {
+        "subscription_id": created.id,
+        "channel": "age",
+        "task": "classification",
+        "backfilled": 3,
+    }
+
+
+def test_the_label_set_limits_the_backfill(env: Env) -> None:
+    binary = env.publish("a", seed=406)
+    env.publish("a", seed=407, classes=(0, 1, 2))
+    created = env.subscribe("b", channel="age", task="classification", classes=[0, 1])
+    with env.db.read() as s:
+        items = read_deliveries(s, created.id, after=0, limit=100)
+    assert [m for _, m, _ in items] == [binary.model_id]
+
+
+def test_the_channel_is_stored_canonical_with_its_labels(env: Env) -> None:
+    created = env.subscribe(
+        "b", channel="sex ∧ age ∨ wbc", task="classification", classes=["no", "yes"]
+    )
+    assert (created.site, created.channel, created.classes) == (
+        "b",
+        "age & sex | wbc",
+        ["no", "yes"],
+    )
+    with env.db.read() as s:
+        assert get_subscription(s, env.sites["b"], created.id) == created
+
+
+def test_the_admin_subscribes_only_for_a_named_site(env: Env) -> None:
+    with pytest.raises(PermissionDeniedError, match="must name"):
+        env.subscribe(ADMIN, channel="age", task="classification")
+    with pytest.raises(NotFoundError):
+        env.subscribe(ADMIN, site="nobody", channel="age", task="classification")
+    created = env.subscribe(ADMIN, site="c", channel="age", task="regression")
+    assert created.site == "c"
+    with env.db.read() as s:
+        assert [x.id for x in list_subscriptions(s, env.sites["c"])] == [created.id]
+
+
+def test_listing_and_reading_are_limited_to_the_callers_own(env: Env) -> None:
+    mine = [env.subscribe("b", channel=c, task="classification") for c in ("age", "wbc")]
+    theirs = env.subscribe("c", channel="sex", task="classification")
+    with env.db.read() as s:
+        assert [x.id for x in list_subscriptions(s, env.sites["b"])] == [x.id for x in mine]
+        assert {x.id for x in list_subscriptions(s, ADMIN)} == {x.id for x in [*mine, theirs]}
+        assert list_subscriptions(s, env.sites["a"]) == []
+        assert get_subscription(s, ADMIN, theirs.id) == theirs
+        for who, sub in ((env.sites["b"], theirs.id), (ADMIN, theirs.id + "0" * 80)):
+            with pytest.raises(NotFoundError, match="not found"):
+                get_subscription(s, who, sub)

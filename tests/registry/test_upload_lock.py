@@ -1,0 +1,103 @@
+"""Tests of pubsubml.registry.upload_lock: shared publishes against the exclusive collection."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pubsubml.errors import ServiceBusyError
+from pubsubml.registry.database import Database
+from pubsubml.registry.upload_lock import UploadLock
+
+SHORT = 0.1
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """SQLite locks files of the store; PostgreSQL takes advisory locks (any schema will do)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'registry.db'}"
+    else:
+        url = request.getfixturevalue("pg_factory")()
+    database = Database(url)
+    yield database
+    database.dispose()
+
+
+def _busy(lock: UploadLock, mode: str) -> bool:
+    """True when ``lock`` cannot be taken in ``mode`` within its timeout."""
+    try:
+        with getattr(lock, mode)():
+            return False
+    except ServiceBusyError as exc:
+        assert "retry" in str(exc)
+        return True
+
+
+def test_exclusive_excludes_everyone_and_is_released_on_error(db: Database, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    holder = UploadLock(db, store)
+    other = UploadLock(db, store, timeout=SHORT)
+    with holder.exclusive():
+        assert _busy(other, "exclusive") and _busy(other, "shared")
+    with pytest.raises(RuntimeError), holder.exclusive():
+        raise RuntimeError("the collection failed")
+    with pytest.raises(RuntimeError), holder.shared():
+        raise RuntimeError("the publish failed")
+    assert not _busy(other, "exclusive")
+
+
+def test_a_waiting_collection_holds_back_new_publishes(db: Database, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    publish = UploadLock(db, store)
+    collection = UploadLock(db, store, timeout=30.0)
+    latecomer = UploadLock(db, store, timeout=SHORT)
+    order: list[str] = []
+
+    def collect() -> None:
+        with collection.exclusive():
+            order.append("collected")
+
+    with publish.shared():
+        thread = threading.Thread(target=collect)
+        thread.start()
+        # Once the collection queues up behind the publish in progress, a new publish waits
+        # behind the collection (until then it may still get in, and leaves at once).
+        deadline = time.monotonic() + 20
+        while not _busy(latecomer, "shared"):
+            assert time.monotonic() < deadline, "new publishes kept overtaking the collection"
+            time.sleep(0.02)
+        assert thread.is_alive() and order == []
+        order.append("published")
+    thread.join(30)
+    assert order == ["published", "collected"]
+    assert not _busy(latecomer, "shared")
+
+
+def test_locks_of_different_stores_are_independent(
+    db: Database, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if db.dialect == "postgresql":  # one store per schema
+        other_db = Database(request.getfixturevalue("pg_factory")())
+        other = UploadLock(other_db, tmp_path / "store", timeout=SHORT)
+    else:  # one store per folder
+        other_db = db
+        other = UploadLock(db, tmp_path / "elsewhere", timeout=SHORT)
+    try:
+        with UploadLock(db, tmp_path / "store").exclusive():
+            assert not _busy(other, "exclusive")
+    finally:
+        if other_db is not db:
+            other_db.dispose()
+
+
+def test_the_store_folder_is_created(tmp_path: Path) -> None:
+    db = Database("sqlite://")
+    root = tmp_path / "a" / "b"
+    UploadLock(db, root)
+    assert root.is_dir()
+    db.dispose()

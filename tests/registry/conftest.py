@@ -143,6 +143,16 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture
+def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
+    """A migrated, empty SQLite registry database in a real file of its own."""
+    path = tmp_path / "registry.db"
+    shutil.copy(sqlite_template, path)
+    database = Database(f"sqlite:///{path}")
+    yield database
+    database.dispose()
+
+
 def _empty_postgres(url: str) -> None:
     db = Database(url)
     with db.engine.begin() as conn:

@@ -29,15 +29,6 @@ from pubsubml.registry.tables import (
 PLUS_TWO = timezone(timedelta(hours=2))
 
 
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
-
-
 def test_utcnow_is_aware_utc() -> None:
     now = utcnow()
     assert now.tzinfo is UTC and abs(now - datetime.now(UTC)) < timedelta(minutes=1)

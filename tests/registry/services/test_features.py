@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -25,15 +22,6 @@ from pubsubml.schema import Feature, FeatureSchema
 AGE = Feature(name="age", lower=0, upper=100, default=50)
 SEX = Feature(name="sex", kind="categorical", categories=("f", "m"), default="f")
 WBC = Feature(name="wbc", lower=0, upper=50, default=7)
-
-
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
 
 
 def _add(db: Database, features: list[Feature]) -> list[Feature]:

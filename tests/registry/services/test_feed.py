@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,15 +30,6 @@ from pubsubml.registry.tables import (
     SubscriptionRow,
 )
 from pubsubml.schema import Channel
-
-
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
 
 
 def _site(session: Session, name: str) -> Principal:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,15 +29,6 @@ from pubsubml.registry.tables import SiteRow
 DELTA = 1e-5
 GAUSS = DPEvent(mechanism="gaussian", noise_multiplier=5.0)
 WIDE = DPEvent(mechanism="gaussian", noise_multiplier=3.0)
-
-
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
 
 
 def _site(db: Database, name: str = "a", epsilon: float = 10.0) -> Principal:

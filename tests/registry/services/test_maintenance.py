@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +32,6 @@ class LocalValidator:
         return validate_untrusted(
             card, weights, site_delta=site_delta, max_weights_bytes=max_weights_bytes
         )
-
-
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
 
 
 def _publish_two(db: Database, store: ArtifactStore, artifacts: Any, support: Any) -> list[str]:

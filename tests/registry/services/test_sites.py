@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,15 +31,6 @@ from pubsubml.registry.services.sites import (
 from pubsubml.registry.tables import EventRow, SiteRow, utcnow
 
 ADMIN_TOKEN = "admin-" + "t" * 40
-
-
-@pytest.fixture
-def db(sqlite_template: Path, tmp_path: Path) -> Iterator[Database]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    database = Database(f"sqlite:///{path}")
-    yield database
-    database.dispose()
 
 
 def _create(db: Database, artifacts: Any, name: str, **changes: Any) -> SiteCreated:

@@ -12,7 +12,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pubsubml.errors import NotFoundError
+from pubsubml.errors import NotFoundError, PermissionDeniedError
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.schemas import ContributionPublic, ContributionReport
 from pubsubml.registry.services.feed import model_visible_clause
@@ -30,12 +30,15 @@ def report_contributions(
     Raises
     ------
     PermissionDeniedError
-        A site reports for another site.
+        A site reports for another site, or lacks the subscriber role (only a subscriber's
+        CUSTOMIZE produces contribution scores, pubsub-ml.txt §3.2).
     NotFoundError
         A score names a model the subscriber may not see (or that does not exist).
     """
     principal.require_site(body.subscriber, "report contributions")
     site = get_site_row(session, body.subscriber)
+    if site.roles not in ("subscriber", "both"):
+        raise PermissionDeniedError(f"site {site.name!r} does not have the subscriber role")
     viewer = Principal(kind="site", site_id=site.id, name=site.name, roles=site.roles)  # type: ignore[arg-type]
     ids = sorted(body.scores)
     visible = set(

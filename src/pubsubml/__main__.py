@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from pubsubml.cli import main
+from pubsubml.cli.commands import main
 
 main()

@@ -517,13 +517,12 @@ def spawn_server(
     *,
     extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m pubsubml registry serve`` as a subprocess on 127.0.0.1:port."""
+    """Start ``python -m pubsubml.cli.registry serve`` as a subprocess on 127.0.0.1:port."""
     env = {**os.environ, "PUBSUBML_ADMIN_TOKEN": ADMIN_TOKEN, **(extra_env or {})}
     cmd = [
         sys.executable,
         "-m",
-        "pubsubml",
-        "registry",
+        "pubsubml.cli.registry",
         "serve",
         "--db",
         url,

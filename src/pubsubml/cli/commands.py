@@ -1,0 +1,95 @@
+"""The ``pubsubml`` command line: one Typer app with every command group mounted.
+
+``pubsubml demo`` runs the main job on the embedded default; the registry, site, feature, publish,
+subscribe, pull and budget commands talk to a registry service.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="pubsubml",
+    help="Publish/subscribe machine learning with differential privacy.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Publish/subscribe machine learning with differential privacy."""
+
+
+@app.command()
+def demo(
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for the demo's registry, keys and artifacts (default: a temp dir)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the generated sites.")] = 0,
+    seeds: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Run seeds 0..N-1 quietly and print each subscriber's scores per seed with "
+            "the mean ± standard error (instead of one verbose run).",
+        ),
+    ] = None,
+) -> None:
+    """Run the end-to-end demo on the embedded default (nothing is downloaded)."""
+    from pubsubml.cli.demo import run_demo, run_demo_seeds
+
+    if seeds is None:
+        run_demo(workdir=workdir, seed=seed)
+    else:
+        run_demo_seeds(range(seeds))
+
+
+def _mount_registry() -> None:
+    import pubsubml.cli.registry as registry_cli
+
+    app.add_typer(registry_cli.registry_app, name="registry")
+    app.add_typer(registry_cli.site_app, name="site")
+    app.add_typer(registry_cli.features_app, name="features")
+    app.add_typer(registry_cli.models_app, name="models")
+    app.command("publish")(registry_cli.publish_command)
+    app.command("subscribe")(registry_cli.subscribe_command)
+    app.command("pull")(registry_cli.pull_command)
+    app.command("budget")(registry_cli.budget_command)
+
+
+_mount_registry()
+
+bench_app = typer.Typer(
+    help="Run an experiment; results go to docs/results/.", no_args_is_help=True
+)
+app.add_typer(bench_app, name="bench")
+
+
+def _mount_methods() -> None:
+    import pubsubml.cli.async_dp as async_dp_cli
+    import pubsubml.cli.audit as audit_cli
+    import pubsubml.cli.proxyfl as proxyfl_cli
+    from pubsubml.cli.bench import register_experiments
+    from pubsubml.experiments.catalog import EXPERIMENTS
+
+    register_experiments(bench_app, EXPERIMENTS.values())
+    app.command("forecast")(async_dp_cli.forecast)
+    app.command("audit")(audit_cli.audit)
+    app.add_typer(proxyfl_cli.app, name="proxyfl")
+
+
+_mount_methods()
+
+
+def main() -> None:
+    """Entry point for ``python -m pubsubml``."""
+    app()

@@ -32,18 +32,3 @@ def test_cli_serve_refuses_unmigrated_and_migrate_upgrades(tmp_path: Path) -> No
     db = Database(url)
     assert check_schema(db) == head_revision()
     db.dispose()
-
-
-def test_the_registry_commands_start_without_the_other_groups() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, runpy; sys.argv = ['x', '--help']\n"
-        "try:\n    runpy.run_module('pubsubml.cli.registry', run_name='__main__')\n"
-        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
-        "assert 'torch' not in sys.modules and 'pubsubml.experiments' not in sys.modules\n"
-        "print('ok')"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr

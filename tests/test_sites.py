@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -172,3 +173,23 @@ def test_pulled_models_feed_the_customizer() -> None:
     # Assert
     assert direct.selected_ids_ == ["own", *(m.model_id for m in models)]
     np.testing.assert_allclose(direct.predict_proba(X), batched.predict_proba(X), atol=1e-6)
+
+
+def test_release_to_charges_then_writes_and_refuses_over_budget(tmp_path: Path) -> None:
+    from pubsubml.artifacts import load_artifact
+    from pubsubml.errors import PrivacyBudgetExceededError
+    from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(0, 1, (200, 2)), columns=["a", "b"])
+    y = (X["a"] > 0.5).to_numpy().astype(int)
+    schema = FeatureSchema.numeric(["a", "b"])
+    site = Site("s", schema, PrivacyLedger(site="s", epsilon_budget=1.2, delta=1e-5))
+    model = DPSGDLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=0)
+    art = site.release_to(model.fit(X, y), tmp_path / "one")
+    assert load_artifact(tmp_path / "one").card.model_id == art.card.model_id
+    assert [r.release_id for r in site.ledger.releases] == [art.card.model_id]
+    other = DPSGDLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=1)
+    with pytest.raises(PrivacyBudgetExceededError):
+        site.release_to(other.fit(X, y), tmp_path / "two")
+    assert not (tmp_path / "two").exists() and len(site.ledger.releases) == 1

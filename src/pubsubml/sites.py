@@ -12,12 +12,19 @@ then does the artifact leave the site.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from pubsubml.artifacts import PublishedModel, export_model, generate_signing_key, key_id
+from pubsubml.artifacts import (
+    Artifact,
+    PublishedModel,
+    export_model,
+    generate_signing_key,
+    key_id,
+)
 from pubsubml.errors import DuplicateReleaseError, NotFoundError, PrivacyError
 from pubsubml.hub import FeedItem, Hub
 from pubsubml.privacy.ledger import PrivacyLedger, Release
@@ -148,6 +155,45 @@ class Site:
         events and scope) and the hub returns the same id.  If the hub fails after the charge, the charge stays: the ledger errs on the
         side of having released.
         """
+        artifact = self._charge(estimator, scope, release_id, format)
+        model_id = hub.publish(artifact.card, artifact.weights)
+        if model_id not in self.published:
+            self.published.append(model_id)
+        return model_id
+
+    def release_to(
+        self,
+        estimator: Any,
+        directory: str | os.PathLike[str],
+        *,
+        scope: Sequence[str] | None = None,
+        release_id: str | None = None,
+        format: Literal["auto", "onnx", "safetensors"] = "auto",
+    ) -> Artifact:
+        """Charge the estimator's DP events to the ledger, then write its artifact to ``directory``.
+
+        The offline form of :meth:`publish` (Algorithm 1, line 2): the signed artifact
+        (``card.json`` and its weights, :meth:`~pubsubml.artifacts.Artifact.save`) is what a
+        site hands over by other means than a registry.  Charging, refusals and repeated
+        releases are as in :meth:`publish`; nothing is written when the charge is refused.
+
+        Returns
+        -------
+        Artifact
+            The artifact written.
+        """
+        artifact = self._charge(estimator, scope, release_id, format)
+        artifact.save(directory)
+        return artifact
+
+    def _charge(
+        self,
+        estimator: Any,
+        scope: Sequence[str] | None,
+        release_id: str | None,
+        format: Literal["auto", "onnx", "safetensors"],
+    ) -> Artifact:
+        """Export ``estimator`` and charge its DP events as one release; return the artifact."""
         events = list(getattr(estimator, "privacy_events_", None) or [])
         if not events:
             raise PrivacyError(
@@ -183,10 +229,7 @@ class Site:
                 f"({charged.description}); a different model, DP events or scope is a new "
                 "release and needs its own id; nothing was charged or published"
             )
-        model_id = hub.publish(artifact.card, artifact.weights)
-        if model_id not in self.published:
-            self.published.append(model_id)
-        return model_id
+        return artifact
 
     # ---- subscribing --------------------------------------------------------------------
     def subscribe(

@@ -66,7 +66,16 @@ def _mount_registry() -> None:
     app.command("budget")(registry_cli.budget_command)
 
 
+def _mount_site() -> None:
+    import pubsubml.cli.site as site_cli
+
+    app.command("keygen")(site_cli.keygen_command)
+    app.add_typer(site_cli.schema_app, name="schema")
+    app.command("train")(site_cli.train_command)
+
+
 _mount_registry()
+_mount_site()
 
 bench_app = typer.Typer(
     help="Run an experiment; results go to docs/results/.", no_args_is_help=True

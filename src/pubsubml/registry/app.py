@@ -1,9 +1,10 @@
 """The registry's FastAPI application factory.
 
 :func:`create_app` wires settings, database, artifact store and feed notifier into a FastAPI app
-whose routes live under ``/v1`` (OpenAPI at ``/openapi.json``).  At start-up the app refuses a
-database that is not at the schema revision this code expects, and removes artifacts left by
-interrupted publishes.
+whose routes live under ``/v1`` (OpenAPI at ``/openapi.json``); the web dashboard
+(:mod:`pubsubml.registry.ui`) is mounted at ``/ui``.  At start-up the app refuses a database that
+is not at the schema revision this code expects, and removes artifacts left by interrupted
+publishes.
 
 References
 ----------
@@ -44,6 +45,7 @@ from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.ui import create_dashboard
 from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["create_app"]
@@ -137,4 +139,5 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
     app.state.registry = state
     install_error_handlers(app)
     app.include_router(_router())
+    app.mount("/ui", create_dashboard(state))
     return app

@@ -35,7 +35,14 @@ _ENV_LIMITS = (
     "max_concurrent_publishes",
     "publish_wait_seconds",
     "orphan_grace_seconds",
+    "ui_session_max_age",
 )
+_TRUE = frozenset({"1", "true", "yes"})
+_MIN_SESSION_SECRET_LENGTH = 32
+
+
+def _random_secret() -> SecretStr:
+    return SecretStr(secrets.token_urlsafe(32))
 
 
 class RegistrySettings(BaseModel):
@@ -79,11 +86,21 @@ class RegistrySettings(BaseModel):
         up to ``publish_wait_seconds``, then get 503 ``busy``.
     publish_wait_seconds : float, default=30
         See ``max_concurrent_publishes``; also the longest wait for a validation worker.
+    ui_session_secret : SecretStr, optional
+        Key that signs the web dashboard's session cookies (at least 32 characters).  When not
+        set, a random one is generated per process: sessions then end when the process restarts,
+        and replicas behind one address need the same secret.
+    ui_cookie_secure : bool, default=False
+        Send the dashboard's session cookie with the ``Secure`` flag (HTTPS only); set it when the
+        registry is served over TLS.
+    ui_session_max_age : int, default=28800
+        Lifetime of a dashboard session in seconds (8 hours), counted from log-in.
 
     Raises
     ------
     ValueError
-        An empty or default admin token outside ``dev`` mode, or a non-positive limit.
+        An empty or default admin token outside ``dev`` mode, a dashboard session secret
+        shorter than 32 characters, or a non-positive limit.
 
     Examples
     --------
@@ -108,6 +125,9 @@ class RegistrySettings(BaseModel):
     validation_memory_bytes: int = Field(default=4 << 30, ge=1 << 30)
     max_concurrent_publishes: int = Field(default=16, ge=1, le=1024)
     publish_wait_seconds: float = Field(default=30.0, gt=0, le=3600)
+    ui_session_secret: SecretStr = Field(default_factory=_random_secret)
+    ui_cookie_secure: bool = False
+    ui_session_max_age: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
 
     @model_validator(mode="before")
     @classmethod
@@ -117,6 +137,21 @@ class RegistrySettings(BaseModel):
             raw = token.get_secret_value() if isinstance(token, SecretStr) else token
             if not raw:
                 return {**data, "admin_token": SecretStr(secrets.token_urlsafe(32))}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _session_secret(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "ui_session_secret" in data:
+            secret = data["ui_session_secret"]
+            raw = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
+            if not raw:
+                return {**data, "ui_session_secret": _random_secret()}
+            if isinstance(raw, str) and len(raw) < _MIN_SESSION_SECRET_LENGTH:
+                raise ValueError(
+                    f"the dashboard's session secret must have at least "
+                    f"{_MIN_SESSION_SECRET_LENGTH} characters; leave it unset for a random one"
+                )
         return data
 
     @model_validator(mode="after")
@@ -151,8 +186,10 @@ class RegistrySettings(BaseModel):
         ``PUBSUBML_`` + the setting's name in capitals (``PUBSUBML_MAX_UPLOAD_BYTES``,
         ``PUBSUBML_VALIDATION_WORKERS``, ``PUBSUBML_VALIDATION_CPU_SECONDS``,
         ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
-        ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``) override single
-        settings.  Overrides that are ``None`` are ignored.
+        ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``,
+        ``PUBSUBML_UI_SESSION_MAX_AGE``) override single settings, and so do the dashboard's
+        ``PUBSUBML_UI_SESSION_SECRET`` and ``PUBSUBML_UI_COOKIE_SECURE`` (``1``/``true``).
+        Overrides that are ``None`` are ignored.
         """
         env = os.environ if env is None else env
         data_dir = Path(env.get("PUBSUBML_REGISTRY_DATA", "registry-data"))
@@ -161,13 +198,17 @@ class RegistrySettings(BaseModel):
             or f"sqlite:///{data_dir / 'registry.db'}",
             "store_dir": env.get("PUBSUBML_REGISTRY_STORE") or data_dir / "artifacts",
             "admin_token": SecretStr(env.get("PUBSUBML_ADMIN_TOKEN", "")),
-            "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in {"1", "true", "yes"},
+            "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in _TRUE,
+            "ui_cookie_secure": env.get("PUBSUBML_UI_COOKIE_SECURE", "").lower() in _TRUE,
         }
+        if env.get("PUBSUBML_UI_SESSION_SECRET"):
+            values["ui_session_secret"] = SecretStr(env["PUBSUBML_UI_SESSION_SECRET"])
         for name in _ENV_LIMITS:
             raw = env.get(f"PUBSUBML_{name.upper()}")
             if raw:
                 values[name] = raw  # converted and range-checked by the model
         values.update({k: v for k, v in overrides.items() if v is not None})
-        if isinstance(values.get("admin_token"), str):
-            values["admin_token"] = SecretStr(values["admin_token"])
+        for name in ("admin_token", "ui_session_secret"):
+            if isinstance(values.get(name), str):
+                values[name] = SecretStr(values[name])
         return cls(**values)

@@ -1,0 +1,308 @@
+"""Inline SVG for the web dashboard, built on the server: budget bars, the ledger's cumulative ε,
+and the contribution graph.
+
+Every builder returns :class:`markupsafe.Markup` ready to be placed in a template.  Text that
+comes from the registry (site names, model ids) is escaped; numbers are formatted here.  Nothing
+is loaded by the browser: no script, no font, no external image.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+import networkx as nx
+from markupsafe import Markup, escape
+
+__all__ = [
+    "budget_bar",
+    "contribution_graph",
+    "graph_svg",
+    "in_strength",
+    "ledger_plot",
+]
+
+_PAD_LEFT, _PAD_RIGHT, _PAD_TOP, _PAD_BOTTOM = 52, 16, 14, 36
+
+
+def _num(value: float) -> str:
+    """A coordinate with two decimals (no exponent, no trailing zeros)."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def budget_bar(spent: float, budget: float, *, width: int = 160, height: int = 14) -> Markup:
+    """A horizontal bar: the share of the ε budget spent.
+
+    Parameters
+    ----------
+    spent, budget : float
+        Spent ε and the declared ε budget (> 0).
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    Markup
+        ``<svg class="bar">`` whose ``rect.spent`` is ``width · min(spent / budget, 1)`` wide; it
+        has the class ``over`` from 90 % of the budget on.
+
+    Examples
+    --------
+    >>> 'width="40"' in budget_bar(1.0, 4.0)
+    True
+    """
+    share = min(max(spent / budget, 0.0), 1.0) if budget > 0 and math.isfinite(spent) else 1.0
+    level = "spent over" if share >= 0.9 else "spent"
+    label = f"ε spent {spent:.3g} of {budget:.3g} ({100 * share:.0f} %)"
+    return Markup(
+        f'<svg class="bar" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}"><title>{escape(label)}</title>'
+        f'<rect class="track" width="{width}" height="{height}" rx="3"/>'
+        f'<rect class="{level}" width="{_num(width * share)}" height="{height}" rx="3"/></svg>'
+    )
+
+
+def _x_positions(times: Sequence[datetime], left: float, right: float) -> list[float]:
+    """x of each point: by time, or evenly spaced when every time is the same."""
+    if len(times) == 1:
+        return [(left + right) / 2]
+    t0, t1 = times[0].timestamp(), times[-1].timestamp()
+    if t1 <= t0:
+        step = (right - left) / (len(times) - 1)
+        return [left + i * step for i in range(len(times))]
+    return [left + (t.timestamp() - t0) / (t1 - t0) * (right - left) for t in times]
+
+
+def _epsilon_scale(top: float, budget: float) -> float:
+    """Upper end of the ε axis: the budget (and the largest ε) with 5 % headroom, or, while
+    less than a quarter of the budget is spent, the largest ε with 25 % headroom."""
+    if top > 0 and top < budget / 4:
+        return top * 1.25
+    return max(budget, top, 1e-12) * 1.05
+
+
+def _series_svg(
+    points: Sequence[tuple[datetime, float]],
+    y: Callable[[float], float],
+    y_max: float,
+    frame: tuple[float, float, float],
+) -> list[str]:
+    """The polyline, one circle per point and the first and last times under the x axis."""
+    left, right, bottom = frame
+    xs = _x_positions([t for t, _ in points], left + 8, right - 8)
+    coords = [
+        (x, y(e if math.isfinite(e) else y_max)) for x, (_, e) in zip(xs, points, strict=True)
+    ]
+    line = " ".join(f"{_num(x)},{_num(yy)}" for x, yy in coords)
+    parts = [f'<polyline class="cumulative" points="{line}"/>']
+    for (x, yy), (t, e) in zip(coords, points, strict=True):
+        label = f"{t:%Y-%m-%d %H:%M:%S} UTC: ε = {e:.4g}"
+        parts.append(
+            f'<circle cx="{_num(x)}" cy="{_num(yy)}" r="3.5"><title>{escape(label)}</title></circle>'
+        )
+    first, last = points[0][0], points[-1][0]
+    parts.append(f'<text class="tick" x="{left}" y="{bottom + 18}">{first:%Y-%m-%d %H:%M}</text>')
+    parts.append(
+        f'<text class="tick" x="{right}" y="{bottom + 18}" '
+        f'text-anchor="end">{last:%Y-%m-%d %H:%M}</text>'
+    )
+    return parts
+
+
+def ledger_plot(
+    points: Sequence[tuple[datetime, float]],
+    budget: float,
+    *,
+    width: int = 640,
+    height: int = 260,
+) -> Markup:
+    """Cumulative spent ε over time, with the budget as a dashed line.
+
+    Parameters
+    ----------
+    points : sequence of (datetime, float)
+        Time of each charged release and the ε spent once it was charged, in charge order (times
+        non-decreasing).
+    budget : float
+        The site's ε budget.
+    width, height : int
+        Size in pixels.
+
+    Returns
+    -------
+    Markup
+        ``<svg class="ledger-plot">`` with ``polyline.cumulative`` through the points, a
+        ``circle`` per point (its ``<title>`` gives time and ε), ``line.budget`` and axis labels.
+        While less than a quarter of the budget is spent, the ε axis ends above the largest ε
+        and a note gives the budget instead of its line.
+
+    Examples
+    --------
+    >>> from datetime import datetime, timezone
+    >>> t = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    >>> "<polyline" in ledger_plot([(t, 0.5), (t, 1.0)], 4.0)
+    True
+    """
+    left, right = _PAD_LEFT, width - _PAD_RIGHT
+    top, bottom = _PAD_TOP, height - _PAD_BOTTOM
+    finite = [e for _, e in points if math.isfinite(e)]
+    y_max = _epsilon_scale(max(finite, default=0.0), budget)
+
+    def y(eps: float) -> float:
+        return bottom - min(eps, y_max) / y_max * (bottom - top)
+
+    parts = [
+        f'<svg class="ledger-plot" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}"><title>cumulative spent ε</title>',
+        f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>',
+        f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>',
+    ]
+    for tick in (0.0, y_max / 2, budget if budget <= y_max else y_max):
+        parts.append(
+            f'<text class="tick" x="{left - 6}" y="{_num(y(tick) + 4)}" '
+            f'text-anchor="end">{tick:.3g}</text>'
+        )
+    if budget <= y_max:
+        parts.append(
+            f'<line class="budget" x1="{left}" y1="{_num(y(budget))}" x2="{right}" '
+            f'y2="{_num(y(budget))}"><title>ε budget {budget:.4g}</title></line>'
+        )
+    else:
+        parts.append(
+            f'<text class="tick budget-note" x="{right}" y="{top + 4}" text-anchor="end">'
+            f"ε budget {budget:.4g}: above the plot</text>"
+        )
+    if points:
+        parts += _series_svg(points, y, y_max, (left, right, bottom))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def contribution_graph(
+    scores: Mapping[str, Mapping[str, float]], publisher_of: Mapping[str, str]
+) -> nx.DiGraph[str]:
+    """The contribution graph: an edge subscriber → publisher weighted by the subscriber's scores.
+
+    Parameters
+    ----------
+    scores : mapping of subscriber to {model id: score}
+    publisher_of : mapping of model id to publisher
+        Scores of models missing from it, and a site's scores of its own models, are left out.
+
+    Returns
+    -------
+    networkx.DiGraph
+        Edge attribute ``weight``: the sum of the subscriber's scores of that publisher's models.
+
+    Examples
+    --------
+    >>> g = contribution_graph({"s": {"m1": 0.6, "m2": 0.2}}, {"m1": "a", "m2": "b"})
+    >>> sorted(g.edges(data="weight"))
+    [('s', 'a', 0.6), ('s', 'b', 0.2)]
+    """
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for subscriber, given in sorted(scores.items()):
+        graph.add_node(subscriber)
+        for model_id, score in sorted(given.items()):
+            publisher = publisher_of.get(model_id)
+            if publisher is None or publisher == subscriber or not math.isfinite(score):
+                continue
+            old = graph.get_edge_data(subscriber, publisher, default={"weight": 0.0})["weight"]
+            graph.add_edge(subscriber, publisher, weight=old + float(score))
+    return graph
+
+
+def in_strength(graph: nx.DiGraph[str]) -> dict[str, float]:
+    """Each node's weighted in-degree (the scores others gave it), normalized to sum to 1.
+
+    Examples
+    --------
+    >>> g = contribution_graph({"s": {"m1": 0.6, "m2": 0.2}}, {"m1": "a", "m2": "b"})
+    >>> {k: round(v, 2) for k, v in in_strength(g).items()}
+    {'s': 0.0, 'a': 0.75, 'b': 0.25}
+    """
+    strength = {str(n): float(s) for n, s in graph.in_degree(weight="weight")}
+    total = sum(strength.values())
+    return {n: (s / total if total > 0 else 0.0) for n, s in strength.items()}
+
+
+def _toward(p: tuple[float, float], q: tuple[float, float], r: float) -> tuple[float, float]:
+    """The point at distance ``r`` from ``p`` in the direction of ``q``."""
+    d = math.hypot(q[0] - p[0], q[1] - p[1]) or 1.0
+    return (p[0] + (q[0] - p[0]) / d * r, p[1] + (q[1] - p[1]) / d * r)
+
+
+def _edge_svg(
+    a: tuple[float, float],
+    b: tuple[float, float],
+    radii: tuple[float, float],
+    width: float,
+    label: str,
+) -> str:
+    """A curve from node ``a`` to node ``b`` (radii ``radii``), bent to its left so that the
+    edges a → b and b → a stay apart; it starts and ends at the nodes' borders."""
+    dist = math.hypot(b[0] - a[0], b[1] - a[1]) or 1.0
+    bend = 0.15 * dist
+    control = (
+        (a[0] + b[0]) / 2 - (b[1] - a[1]) / dist * bend,
+        (a[1] + b[1]) / 2 + (b[0] - a[0]) / dist * bend,
+    )
+    start, end = _toward(a, control, radii[0] + 2), _toward(b, control, radii[1] + 3)
+    path = (
+        f"M{_num(start[0])},{_num(start[1])} Q{_num(control[0])},{_num(control[1])} "
+        f"{_num(end[0])},{_num(end[1])}"
+    )
+    return (
+        f'<path class="edge" d="{path}" stroke-width="{_num(width)}" marker-end="url(#arrow)">'
+        f"<title>{escape(label)}</title></path>"
+    )
+
+
+def graph_svg(graph: nx.DiGraph[str], *, size: int = 520) -> Markup:
+    """The contribution graph on a circle (``nx.circular_layout``, nodes in name order).
+
+    A node's radius grows with its in-strength centrality (:func:`in_strength`), from 8 to 30
+    pixels; an edge (a curve, so that a → b and b → a stay apart) is wider the larger its
+    weight.  Each node and edge has a ``<title>``.
+
+    Returns
+    -------
+    Markup
+        ``<svg class="graph">`` with one ``g.node`` (``data-site``, ``data-centrality``) per node.
+    """
+    nodes = sorted(str(n) for n in graph.nodes)
+    header = (
+        f'<svg class="graph" role="img" width="{size}" height="{size}" '
+        f'viewBox="0 0 {size} {size}"><title>contribution graph</title>'
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto"><path d="M0,0 L10,5 L0,10 z"/></marker>'
+        "</defs>"
+    )
+    if not nodes:
+        return Markup(header + "</svg>")
+    ordered: nx.DiGraph[str] = nx.DiGraph()
+    ordered.add_nodes_from(nodes)
+    layout = nx.circular_layout(ordered, scale=size / 2 - 60, center=(size / 2, size / 2))
+    pos = {n: (float(layout[n][0]), float(layout[n][1])) for n in nodes}
+    strength = in_strength(graph)
+    top = max(strength.values(), default=0.0) or 1.0
+    radius = {n: 8.0 + 22.0 * strength.get(n, 0.0) / top for n in nodes}
+    heavy = max((float(w) for _, _, w in graph.edges(data="weight", default=0.0)), default=1.0)
+    parts = [header]
+    for u, v, w in sorted(graph.edges(data="weight", default=0.0)):
+        share = float(w) / heavy if heavy > 0 else 0.0
+        label = f"{u} → {v}: {float(w):.3g}"
+        parts.append(_edge_svg(pos[u], pos[v], (radius[u], radius[v]), 0.8 + 4.0 * share, label))
+    for n in nodes:
+        x, y = pos[n]
+        label = f"{n}: in-strength {strength.get(n, 0.0):.3f}"
+        parts.append(
+            f'<g class="node" data-site="{escape(n)}" data-centrality="{strength.get(n, 0.0):.4f}">'
+            f'<circle cx="{_num(x)}" cy="{_num(y)}" r="{_num(radius[n])}">'
+            f"<title>{escape(label)}</title></circle>"
+            f'<text x="{_num(x)}" y="{_num(y + radius[n] + 14)}" text-anchor="middle">'
+            f"{escape(n)}</text></g>"
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
 
-from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx
+from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, tree_ensemble_to_onnx
+from pubsubml.learners import DPRandomForestClassifier, to_sklearn_base
 
 N_IN = 4
 
@@ -186,3 +191,109 @@ def test_sklearn_conversion_is_deterministic(
     model = LogisticRegression().fit(Z, y)
 
     assert sklearn_to_onnx(model, N_IN) == sklearn_to_onnx(model, N_IN)
+
+
+# ---- tree_ensemble_to_onnx ------------------------------------------------------------------
+def _on_the_thresholds(model: Any, Z: np.ndarray) -> np.ndarray:
+    """``Z`` plus rows whose every value is a split threshold in float32, and the float32 values
+    just above and below (where ``≤`` against a rounded threshold would go the wrong way)."""
+    trees = getattr(model, "estimators_", [model])
+    thresholds = np.concatenate([t.tree_.threshold[t.tree_.children_left >= 0] for t in trees])
+    rng = np.random.default_rng(1)
+    picked = rng.choice(thresholds, size=(200, Z.shape[1])).astype(np.float32)
+    rows = [Z, picked, np.nextafter(picked, np.float32(2)), np.nextafter(picked, np.float32(-1))]
+    return np.concatenate(rows).astype(np.float32)
+
+
+def _labels(Z: np.ndarray, k: int) -> np.ndarray:
+    return np.minimum((Z[:, 0] + Z[:, 1]) * k / 2, k - 1).astype(int)
+
+
+TREE_MODELS: dict[str, Callable[[np.ndarray], Any]] = {
+    "forest_binary": lambda Z: RandomForestClassifier(n_estimators=20, random_state=0).fit(
+        Z, _labels(Z, 2)
+    ),
+    "forest_strings": lambda Z: RandomForestClassifier(
+        n_estimators=7, max_depth=4, random_state=0
+    ).fit(Z, np.array(["lo", "mid", "hi"])[_labels(Z, 3)]),
+    "extra_trees": lambda Z: ExtraTreesClassifier(n_estimators=9, random_state=0).fit(
+        Z, _labels(Z, 4)
+    ),
+    "tree": lambda Z: DecisionTreeClassifier(random_state=0).fit(Z, _labels(Z, 3)),
+    "extra_tree": lambda Z: ExtraTreeClassifier(random_state=0).fit(Z, _labels(Z, 2)),
+    "dp_forest": lambda Z: to_sklearn_base(
+        DPRandomForestClassifier(
+            classes=[0, 1, 2], bounds=(0, 1), n_estimators=10, max_depth=6, random_state=0
+        )
+        .fit(Z, _labels(Z, 3))
+        .estimator_
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TREE_MODELS))
+def test_tree_ensembles_compute_predict_proba_even_on_the_thresholds(
+    name: str, data: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    Z = np.random.default_rng(2).random((300, N_IN)).astype(np.float32)
+    model = TREE_MODELS[name](Z)
+    rows = _on_the_thresholds(model, data[0])
+
+    graph = tree_ensemble_to_onnx(model, N_IN)
+
+    np.testing.assert_allclose(_run(graph, rows), model.predict_proba(rows), rtol=0, atol=1e-6)
+    assert sklearn_to_onnx(model, N_IN) == graph == tree_ensemble_to_onnx(model, N_IN)
+
+
+def test_forests_are_written_without_skl2onnx(
+    monkeypatch: pytest.MonkeyPatch, data: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    import skl2onnx
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("skl2onnx must not convert tree ensembles")
+
+    monkeypatch.setattr(skl2onnx, "convert_sklearn", refuse)
+    Z, y, _ = data
+    model = RandomForestClassifier(n_estimators=3, random_state=0).fit(Z, y)
+
+    proto = onnx.load_from_string(sklearn_to_onnx(model, N_IN))
+
+    (ensemble,) = [n for n in proto.graph.node if n.domain == "ai.onnx.ml"]
+    attributes = {a.name: a for a in ensemble.attribute}
+    assert ensemble.op_type == "TreeEnsembleClassifier"
+    assert attributes["nodes_values_as_tensor"].t.data_type == onnx.TensorProto.DOUBLE
+    assert attributes["class_weights_as_tensor"].t.data_type == onnx.TensorProto.DOUBLE
+
+
+def test_empty_leaves_add_nothing_and_positions_scatter_the_classes(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    Z = data[0]
+    tree = DecisionTreeClassifier(max_depth=3, random_state=0).fit(Z, _labels(Z, 3))
+    leaf = int(np.flatnonzero(tree.tree_.children_left < 0)[0])
+    tree.tree_.value[leaf] = 0.0  # a leaf without votes (a DP leaf can have none)
+    positions = [4, 0, 2]
+
+    out = _run(tree_ensemble_to_onnx(tree, N_IN, output_positions=positions, n_outputs=5), Z)
+
+    expected = np.zeros((len(Z), 5))
+    expected[:, positions] = tree.predict_proba(Z)
+    assert (tree.apply(Z) == leaf).any() and not expected[tree.apply(Z) == leaf].any()
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+
+
+def test_tree_ensembles_refuse_other_models_and_narrow_inputs(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    Z, y, _ = data
+    forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(Z, y)
+
+    with pytest.raises(TypeError, match="tree or forest classifier"):
+        tree_ensemble_to_onnx(LogisticRegression().fit(Z, y), N_IN)
+    with pytest.raises(TypeError, match="tree or forest classifier"):
+        tree_ensemble_to_onnx(RandomForestClassifier().fit(Z, np.stack([y, y], axis=1)), N_IN)
+    with pytest.raises(ValueError, match="the input has 2 columns"):
+        tree_ensemble_to_onnx(forest, 2)
+    with pytest.raises(ValueError, match="needs n_outputs"):
+        tree_ensemble_to_onnx(forest, N_IN, output_positions=[1, 0])

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from pubsubml.errors import SchemaMismatchError
 from pubsubml.learners import (
     DPMLPClassifier,
     DPSGDLinearRegression,
     DPSGDLogisticRegression,
     dpsgd_base,
+    fit_many,
 )
 from pubsubml.learners.dpsgd_base import INPUT_CENTER, fold_input_center, unfold_input_center
+from pubsubml.schema import Feature, FeatureSchema
 
 
 def _blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,3 +105,27 @@ def test_regression_predictions_are_in_target_units_after_both_folds() -> None:
         out = est.module_(torch.from_numpy(X.astype(np.float32))).numpy().ravel()
     np.testing.assert_allclose(out, est.predict(X), rtol=1e-5)
     assert np.abs(est.predict(X) - y).mean() < 1.0
+
+
+def test_fit_many_takes_sites_holding_different_subsets_of_the_consortium_schema() -> None:
+    schema = FeatureSchema(
+        features=(
+            Feature(name="a", lower=0, upper=1, default=0.5),
+            Feature(name="b", lower=0, upper=1, default=0.2),
+            Feature(name="c", lower=0, upper=1, default=0.8),
+        )
+    )
+    rng = np.random.default_rng(0)
+    full = pd.DataFrame(rng.random((240, 3)), columns=["a", "b", "c"])
+    Xs = [full.iloc[:120][["a", "b"]], full.iloc[120:][["c", "a"]]]
+    ys = [(X["a"] > 0.5).astype(int).to_numpy() for X in Xs]
+    est = DPSGDLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=0)
+
+    models = fit_many(est, Xs, ys)
+
+    by_hand = fit_many(est, [schema.extend(X) for X in Xs], ys)
+    for model, reference, X in zip(models, by_hand, Xs, strict=True):
+        np.testing.assert_array_equal(model.predict_proba(X), reference.predict_proba(X))
+        assert model.n_features_in_ == 3
+    with pytest.raises(SchemaMismatchError, match=r"\['zip'\] that are not in the schema"):
+        fit_many(est, [Xs[0], Xs[1].assign(zip=0.0)], ys)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from pubsubml.errors import ChannelSyntaxError
 from pubsubml.schema import Channel
+from pubsubml.schema.channels import WILDCARD
 
 NAMES = ["age", "sex", "wbc", "bmi", "icu_los"]
 
@@ -123,3 +124,35 @@ def test_channels_are_frozen() -> None:
 def test_overlong_name_raises_channel_syntax_error() -> None:
     with pytest.raises(ChannelSyntaxError, match="invalid feature name"):
         Channel.parse("age & " + "a" * 129)
+
+
+def test_the_wildcard_matches_every_model_and_names_no_feature() -> None:
+    every = Channel.parse(" * ")
+
+    assert every.is_wildcard and every.terms == ((WILDCARD,),)
+    assert every.matches([]) and every.matches(["age"]) and every.matches(iter(NAMES))
+    assert every.features == set()
+    assert not Channel.parse("age").is_wildcard
+
+
+def test_the_wildcard_round_trips_through_str_and_json() -> None:
+    every = Channel.parse("*")
+
+    assert str(every) == "*"
+    assert Channel.parse(str(every)) == every
+    assert Channel.model_validate_json(every.model_dump_json()) == every
+    assert Channel(terms=(("*",),)) == every
+
+
+@pytest.mark.parametrize("text", ["* | age", "age | *", "* & age", "age & *", "**", "* *", "a*"])
+def test_the_wildcard_must_be_the_whole_channel(text: str) -> None:
+    with pytest.raises(ChannelSyntaxError, match="must be the whole channel"):
+        Channel.parse(text)
+
+
+@pytest.mark.parametrize("terms", [(("*", "age"),), (("*",), ("age",)), (("age",), ("*",))])
+def test_direct_construction_refuses_a_wildcard_mixed_with_features(
+    terms: tuple[tuple[str, ...], ...],
+) -> None:
+    with pytest.raises(ValidationError, match="must be the whole channel"):
+        Channel(terms=terms)

@@ -30,7 +30,12 @@ from onnx import TensorProto, numpy_helper
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DecodeOptions, reject_foreign_payload
-from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
+from pubsubml.artifacts.onnx_export import (
+    mlp_to_onnx,
+    sklearn_to_onnx,
+    torch_to_onnx,
+    tree_ensemble_to_onnx,
+)
 from pubsubml.errors import UntrustedArtifactError
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "mlp_to_onnx",
     "sklearn_to_onnx",
     "torch_to_onnx",
+    "tree_ensemble_to_onnx",
 ]
 
 ALLOWED_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})

@@ -4,6 +4,13 @@ Estimators accept a DataFrame (matched to the public :class:`~pubsubml.schema.Fe
 column name and encoded with its public bounds) or, when no schema is given, a numeric array that
 the caller has already scaled with public bounds.  Nothing here computes a statistic of the data:
 scalers fitted on private data would leak (DESIGN.md).
+
+A site need not hold every feature of the consortium's schema: a DataFrame whose columns are a
+subset of it is extended with the schema's public defaults (feature extension, pubsub-ml.txt §4
+Step 3; FL sites do the same, §8.1.3), so the model takes every feature of the schema and the
+ones the site lacks are constants at their defaults.  A training column that is not in the schema
+is refused: the consortium never agreed on it, and dropping it silently would hide a misspelt
+name.  At prediction, extra columns are ignored, as a published model ignores them.
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ class SchemaInputMixin:
 
     Subclasses declare a ``schema`` parameter (``FeatureSchema`` or ``None``).  After
     :meth:`_encode_fit` the fitted attributes ``schema_`` (possibly ``None``), ``n_features_in_``
-    and, for DataFrame input, ``feature_names_in_`` are set.  A ``fit`` that must leave the
+    (the schema's width) and, for DataFrame input, ``feature_names_in_`` (the columns given) are
+    set.  A DataFrame may hold a subset of the schema's features: the others take the schema's
+    public defaults (module notes); a training column outside the schema raises
+    :class:`~pubsubml.errors.SchemaMismatchError`.  A ``fit`` that must leave the
     estimator untouched when it fails calls :meth:`_encode_new` first and :meth:`_commit_input`
     once training has succeeded.
     """
@@ -51,7 +61,7 @@ class SchemaInputMixin:
         schema = self.schema
         if schema is not None and not isinstance(schema, FeatureSchema):
             raise TypeError(f"schema must be a FeatureSchema or None, got {type(schema).__name__}")
-        return self._encode_with(schema, X)
+        return self._encode_with(schema, X, training=True)
 
     def _commit_input(self, X: Any, Z: np.ndarray) -> None:
         """Set ``schema_``, ``n_features_in_`` and ``feature_names_in_`` for training input."""
@@ -77,13 +87,13 @@ class SchemaInputMixin:
         return self._encode_with(getattr(self, "schema_", self.schema), X)
 
     @staticmethod
-    def _encode_with(schema: FeatureSchema | None, X: Any) -> np.ndarray:
+    def _encode_with(schema: FeatureSchema | None, X: Any, *, training: bool = False) -> np.ndarray:
+        """Encode ``X``: a DataFrame by column name (absent features from the public defaults;
+        extra columns refused when ``training``, else ignored), an array as given."""
         if schema is not None:
-            return (
-                schema.encode(X, extra="ignore")
-                if isinstance(X, pd.DataFrame)
-                else schema.encode(X)
-            )
+            if not isinstance(X, pd.DataFrame):
+                return schema.encode(X)
+            return schema.encode(X, missing="default", extra="error" if training else "ignore")
         if sp.issparse(X):
             raise DataValidationError("sparse input is not supported: pass a dense array")
         raw = np.asarray(X)

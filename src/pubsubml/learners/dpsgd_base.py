@@ -184,6 +184,9 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
             Labels outside ``classes``, or a private classifier without declared ``classes``.
         DataValidationError
             NaN or infinite values, or input that does not match the schema.
+        SchemaMismatchError
+            A DataFrame column that is not in the schema (absent features take the schema's
+            public defaults), or an array of the wrong width.
         ValueError
             Malformed hyperparameters (layer sizes, activation, epochs, batch size, optimizer).
         """
@@ -288,6 +291,9 @@ def fit_many(estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any]) -> lis
     estimator : DPMLPClassifier, DPMLPRegressor, DPSGDLogisticRegression or DPSGDLinearRegression
         The configuration; it is cloned, never modified.
     Xs : sequence of S inputs, each a DataFrame or array-like of shape (n_s, n_features)
+        With a schema, each site's DataFrame may hold any subset of its features: the others
+        take the schema's public defaults (pubsub-ml.txt §4 Step 3); a column outside the
+        schema raises :class:`~pubsubml.errors.SchemaMismatchError`.
     ys : sequence of S targets of shape (n_s,)
 
     Returns

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pubsubml.learners.dpsgd_tasks import _DPSGDClassifier, _DPSGDRegressor
+from pubsubml.privacy.accountant import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["DPSGDLinearRegression", "DPSGDLogisticRegression"]
@@ -35,8 +36,9 @@ _PARAMS_DOC = """
     epsilon : float or None, default=1.0
         ε to meet: σ is calibrated for the steps that will run.  Set it to ``None`` to give
         ``noise_multiplier`` instead (exactly one of the two).
-    delta : float, default=1e-5
-        δ, which must be below 1/n.
+    delta : float, default=DEFAULT_DELTA (1e-5)
+        δ, which must be below 1/n (:data:`pubsubml.privacy.DEFAULT_DELTA`, the consortium's
+        default, which the DP federated baselines share).
     noise_multiplier : float, optional
         σ to use; ε is then reported, not targeted.
     epochs : int or "auto", default="auto"
@@ -130,7 +132,7 @@ class DPSGDLogisticRegression(_DPSGDClassifier):
         schema: FeatureSchema | None = None,
         classes: Sequence[Any] | None = None,
         epsilon: float | None = 1.0,
-        delta: float = 1e-5,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         epochs: int | str = "auto",
         batch_size: int | str = "auto",
@@ -202,7 +204,7 @@ class DPSGDLinearRegression(_DPSGDRegressor):
         *,
         schema: FeatureSchema | None = None,
         epsilon: float | None = 1.0,
-        delta: float = 1e-5,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         epochs: int | str = "auto",
         batch_size: int | str = "auto",

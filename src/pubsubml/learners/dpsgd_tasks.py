@@ -3,7 +3,10 @@
 :class:`_DPSGDClassifier` and :class:`_DPSGDRegressor` add to
 :class:`~pubsubml.learners.dpsgd_base._DPSGDBase` the targets, the output layer's meaning and
 ``predict``/``predict_proba``; the networks (:mod:`pubsubml.learners.mlp`) and the linear models
-(:mod:`pubsubml.learners.dpsgd_linear`) derive from them.
+(:mod:`pubsubml.learners.dpsgd_linear`) derive from them.  A regressor with public
+``target_bounds`` trains on the target scaled to [0, 1] by them (:func:`scale_targets`) and folds
+the inverse scaling into its last layer (:func:`fold_target_bounds`); the DP federated baselines
+(:mod:`pubsubml.methods.federated.rounds`) do the same.
 
 References
 ----------
@@ -25,6 +28,101 @@ from sklearn.utils.multiclass import type_of_target
 from pubsubml.errors import LabelError
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.learners.dpsgd_base import _DPSGDBase
+
+__all__ = ["check_target_bounds", "fold_target_bounds", "scale_targets", "unfold_target_bounds"]
+
+
+def check_target_bounds(bounds: Sequence[float] | None) -> tuple[float, float] | None:
+    """Validate public target bounds ``(lower, upper)``; ``None`` passes through.
+
+    Raises
+    ------
+    ValueError
+        Not two finite numbers with ``lower < upper``.
+
+    Examples
+    --------
+    >>> check_target_bounds((0, 30))
+    (0.0, 30.0)
+    """
+    if bounds is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"target_bounds must be (lower, upper), got {bounds!r}") from exc
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"target_bounds must be finite with lower < upper, got {bounds!r}")
+    return lo, hi
+
+
+def scale_targets(t: np.ndarray, bounds: tuple[float, float] | None) -> np.ndarray:
+    """Regression targets clipped to the public ``bounds`` and scaled to [0, 1] (float32).
+
+    ``None`` leaves them as they are.  The bounds are public, never read off the targets.
+
+    References
+    ----------
+    pubsub-ml.txt §8.3.2 (regression with DP publishers and DP federated baselines).
+
+    Examples
+    --------
+    >>> scale_targets(np.array([-5.0, 15.0, 40.0]), (0.0, 30.0)).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if bounds is None:
+        return np.asarray(t, dtype=np.float32)
+    lo, hi = bounds
+    return ((np.clip(t, lo, hi) - lo) / (hi - lo)).astype(np.float32)
+
+
+def _scale_last_layer(module: torch.nn.Sequential, scale: float, shift: float) -> None:
+    last = module[-1]
+    if not isinstance(last, torch.nn.Linear) or last.bias is None:
+        raise ValueError("the network must end with an nn.Linear layer with a bias")
+    with torch.no_grad():
+        last.weight.mul_(scale)
+        last.bias.mul_(scale).add_(shift)
+
+
+def fold_target_bounds(
+    module: torch.nn.Sequential, bounds: tuple[float, float] | None
+) -> torch.nn.Sequential:
+    """Fold the inverse target scaling into the last Linear layer, in place.
+
+    A network trained on targets scaled by :func:`scale_targets` then predicts in target units:
+    ``ŷ = lower + (upper − lower) · out``.  ``None`` leaves it unchanged.
+
+    Returns
+    -------
+    torch.nn.Sequential
+        ``module`` itself.
+    """
+    if bounds is not None:
+        _scale_last_layer(module, bounds[1] - bounds[0], bounds[0])
+    return module
+
+
+def unfold_target_bounds(
+    module: torch.nn.Sequential, bounds: tuple[float, float] | None
+) -> torch.nn.Sequential:
+    """Undo :func:`fold_target_bounds` in place: the network then predicts scaled targets.
+
+    Used to train a published (folded) network further on scaled targets, e.g. fine-tuning.
+
+    Examples
+    --------
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 1))
+    >>> x = torch.rand(3, 2)
+    >>> before = net(x)
+    >>> torch.allclose(unfold_target_bounds(fold_target_bounds(net, (2.0, 5.0)), (2.0, 5.0))(x),
+    ...                before, atol=1e-6)
+    True
+    """
+    if bounds is not None:
+        lo, hi = bounds
+        _scale_last_layer(module, 1.0 / (hi - lo), -lo / (hi - lo))
+    return module
 
 
 class _DPSGDClassifier(ClassifierMixin, _DPSGDBase):
@@ -72,37 +170,15 @@ class _DPSGDRegressor(RegressorMixin, _DPSGDBase):
         return tags
 
     def _bounds(self) -> tuple[float, float] | None:
-        if self.target_bounds is None:
-            return None
-        try:
-            lo, hi = (float(v) for v in self.target_bounds)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"target_bounds must be (lower, upper), got {self.target_bounds!r}"
-            ) from exc
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(
-                f"target_bounds must be finite with lower < upper, got {self.target_bounds!r}"
-            )
-        return lo, hi
+        return check_target_bounds(self.target_bounds)
 
     def _targets(self, y: Any, n: int) -> tuple[torch.Tensor, np.ndarray | None, int]:
         bounds = self._bounds()
-        t = check_regression_targets(y, n)
-        if bounds is not None:
-            lo, hi = bounds
-            t = ((np.clip(t, lo, hi) - lo) / (hi - lo)).astype(np.float32)
+        t = scale_targets(check_regression_targets(y, n), bounds)
         return torch.from_numpy(t), None, 1
 
     def _fold_output(self, module: torch.nn.Sequential) -> torch.nn.Sequential:
-        bounds = self._bounds()
-        if bounds is not None:
-            last = module[-1]
-            assert isinstance(last, torch.nn.Linear)
-            with torch.no_grad():
-                last.weight.mul_(bounds[1] - bounds[0])
-                last.bias.mul_(bounds[1] - bounds[0]).add_(bounds[0])
-        return module
+        return fold_target_bounds(module, self._bounds())
 
     def predict(self, X: Any) -> np.ndarray:
         """Predicted values, shape (n_samples,)."""

@@ -27,6 +27,7 @@ import numpy as np
 from pubsubml.learners.dpsgd_base import AUTO, _DPSGDBase, fit_many
 from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS, DPSGDDefaults
 from pubsubml.learners.dpsgd_tasks import _DPSGDClassifier, _DPSGDRegressor
+from pubsubml.privacy.accountant import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["TABLE4_HYPERPARAMETERS", "DPMLPClassifier", "DPMLPRegressor", "fit_many"]
@@ -85,8 +86,9 @@ _PARAMS_DOC = """
     target_epsilon : float, optional
         ε to meet: σ is calibrated for the steps that will run.  Exactly one of ``target_epsilon``
         and ``noise_multiplier`` is required when ``dp=True``.
-    target_delta : float, default=1e-5
-        δ, which must be below 1/n.
+    target_delta : float, default=DEFAULT_DELTA (1e-5)
+        δ, which must be below 1/n (:data:`pubsubml.privacy.DEFAULT_DELTA`, the consortium's
+        default, which the DP federated baselines share).
     noise_multiplier : float, optional
         σ to use; ε is then reported, not targeted.
     max_grad_norm : float, default=1.0
@@ -180,7 +182,7 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
         optimizer: str = "adam",
         dp: bool = True,
         target_epsilon: float | None = None,
-        target_delta: float = 1e-5,
+        target_delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         max_grad_norm: float = 1.0,
         accountant: str = "pld",
@@ -257,7 +259,7 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
         optimizer: str = "adam",
         dp: bool = True,
         target_epsilon: float | None = None,
-        target_delta: float = 1e-5,
+        target_delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         max_grad_norm: float = 1.0,
         accountant: str = "pld",

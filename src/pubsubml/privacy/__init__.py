@@ -10,6 +10,7 @@ across disjoint chunks (pubsub-ml.txt §3.1 Theorem 1, §6.2 Theorems 5–6).
 from __future__ import annotations
 
 from pubsubml.privacy.accountant import (
+    DEFAULT_DELTA,
     PLDPrivacyAccountant,
     PrivacyAccountant,
     RDPPrivacyAccountant,
@@ -27,6 +28,7 @@ from pubsubml.privacy.mechanisms import clip_by_l2_norm, gaussian_mechanism, lap
 from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
 
 __all__ = [
+    "DEFAULT_DELTA",
     "DPEvent",
     "Mechanism",
     "PLDPrivacyAccountant",

@@ -43,6 +43,7 @@ from pubsubml.privacy.accounting_math import _rdp_epsilon as _rdp_epsilon
 from pubsubml.privacy.events import DPEvent, Neighbouring
 
 __all__ = [
+    "DEFAULT_DELTA",
     "PLD_RESOLUTION",
     "PLDPrivacyAccountant",
     "PrivacyAccountant",
@@ -57,6 +58,13 @@ __all__ = [
 ]
 
 Backend = Literal["pld", "rdp"]
+
+#: The consortium's default δ of (ε, δ)-DP (pubsub-ml.txt §3.1, Definition 1): the default of every
+#: approximate-DP learner (``DPMLPClassifier``, ``DPSGDLogisticRegression``, …) and of the DP
+#: federated baselines, so that methods compared with their defaults run at the same δ.  It must
+#: stay below 1/n for every protected data set (:func:`check_delta`): 1e-5 holds up to 99,999
+#: records per site (or clients, for client-level DP).
+DEFAULT_DELTA: float = 1e-5
 
 
 def check_epsilon(epsilon: float) -> None:

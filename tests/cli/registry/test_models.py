@@ -6,7 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import typer
 from click.testing import Result
+from typer.testing import CliRunner
+
+from pubsubml.cli.registry import pull_command, subscribe_command
 
 
 def test_publish_subscribe_pull_and_list(
@@ -60,3 +64,17 @@ def test_publish_over_budget_is_refused_and_nothing_is_listed(
 def test_client_commands_without_a_token_exit_2(invoke: Callable[..., Result]) -> None:
     r = invoke(["budget"])
     assert r.exit_code == 2 and "no token" in r.output
+
+
+def test_subscribe_help_gives_the_channel_grammar_and_the_wildcard() -> None:
+    app = typer.Typer()
+    app.command("subscribe")(subscribe_command)
+    app.command("pull")(pull_command)
+
+    r = CliRunner().invoke(app, ["subscribe", "--help"], env={"COLUMNS": "200"})
+
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "'&' binds tighter than '|'" in text
+    assert "'*' alone is the channel of every model of the task" in text
+    assert "'*' for every model of the task" in text

@@ -101,3 +101,30 @@ def test_fine_tuning_refuses_bad_input(
         unfitted.predict_proba(X)
     with pytest.raises(NotFittedError):
         unfitted.predict(X)
+
+
+def test_a_site_lacking_a_feature_fine_tunes_with_its_public_default(
+    labelled: DPFedAvg, data: list[tuple[pd.DataFrame, np.ndarray]]
+) -> None:
+    X, y = data[2]
+    y = np.where(y == 1, "pos", "neg")
+
+    lacking = fine_tune(labelled, X.drop(columns="x1"), y, epochs=2)
+
+    defaulted = fine_tune(labelled, X.assign(x1=0.5), y, epochs=2)  # x1's public default
+    np.testing.assert_array_equal(lacking.predict_proba(X), defaulted.predict_proba(X))
+
+
+def test_fine_tuning_a_model_with_target_bounds_keeps_its_target_units(
+    data: list[tuple[pd.DataFrame, np.ndarray]],
+) -> None:
+    clients = [(X, 10.0 + 5.0 * X.sum(axis=1).to_numpy()) for X, _ in data[:2]]
+    reg = DPFedAvg(**COMMON, task="regression", target_bounds=(10.0, 25.0)).fit(clients)
+    X, _ = data[2]
+    y = 10.0 + 5.0 * X.sum(axis=1).to_numpy()
+
+    still = fine_tune(reg, X, y, epochs=1, lr=1e-12)  # trained on scaled targets, refolded
+    tuned = fine_tune(reg, X, y, epochs=30)
+
+    np.testing.assert_allclose(still.predict(X), reg.predict(X), rtol=1e-5)
+    assert tuned.score(X, y) > max(reg.score(X, y), 0.8)

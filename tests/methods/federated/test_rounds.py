@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+from sklearn.datasets import make_friedman1
 
 from pubsubml.errors import LabelError
+from pubsubml.learners import DPMLPClassifier, DPSGDLogisticRegression
 from pubsubml.methods import DPFedAvg, hyperplane_chunks, hyperplane_schema
+from pubsubml.methods.federated import DPFedAdam, DPFedProx, FederatedMLP
 from pubsubml.methods.federated.loop import client_schedule
-from pubsubml.privacy import compute_epsilon
+from pubsubml.privacy import DEFAULT_DELTA, compute_epsilon
+from pubsubml.schema import FeatureSchema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SCHEMA = hyperplane_schema(4)
@@ -137,3 +144,88 @@ def test_dp_needs_the_public_label_set(dp: bool | str) -> None:
         DPFedAvg(schema=SCHEMA, rounds=1, dp=dp, target_delta=1e-3).fit(clients)
     plain = DPFedAvg(schema=SCHEMA, rounds=1, dp=False, hidden_layer_sizes=(4,)).fit(clients)
     assert plain.classes_.tolist() == [0, 1]  # without DP the clients' labels may be read
+
+
+@pytest.mark.parametrize("cls", [DPFedAvg, DPFedProx, DPFedAdam])
+def test_clients_with_different_columns_are_extended_with_the_public_defaults(
+    cls: type[FederatedMLP],
+) -> None:
+    # pubsub-ml.txt §8.1.3: FL sites keep every feature of the schema and set the ones they
+    # lack to a default.
+    full = _clients(3, 60)
+    clients = [(full[0][0][["x0", "x1"]], full[0][1]), (full[1][0][["x3", "x2", "x0"]], full[1][1])]
+    clients.append(full[2])
+    params: dict[str, Any] = dict(
+        schema=SCHEMA,
+        classes=[0, 1],
+        hidden_layer_sizes=(4,),
+        rounds=2,
+        client_fraction=1.0,
+        batch_size=20,
+        noise_multiplier=1.0,
+        accountant="rdp",
+    )
+
+    fl = cls(**params).fit(clients)
+
+    by_hand = cls(**params).fit([(SCHEMA.extend(X), y) for X, y in clients])
+    X_test = full[2][0]
+    np.testing.assert_array_equal(fl.predict_proba(X_test), by_hand.predict_proba(X_test))
+    assert fl.epsilon_ == by_hand.epsilon_
+
+
+def test_the_fl_baselines_default_to_the_delta_of_the_learners() -> None:
+    fl = DPFedAvg(schema=SCHEMA)
+
+    assert fl.target_delta == DEFAULT_DELTA
+    assert DPMLPClassifier().target_delta == DEFAULT_DELTA
+    assert DPSGDLogisticRegression().delta == DEFAULT_DELTA
+
+
+FRIEDMAN = FeatureSchema.numeric([f"x{i}" for i in range(5)])
+#: The public range of Friedman #1's target: 10·sin ∈ [0, 10], 20·(x − ½)² ∈ [0, 5], 10x, 5x.
+FRIEDMAN_BOUNDS = (0.0, 30.0)
+
+
+def _friedman(seed: int) -> tuple[list[tuple[pd.DataFrame, np.ndarray]], pd.DataFrame, np.ndarray]:
+    """Friedman #1 (targets in about [0, 30]) over 4 clients of 500 rows, and 500 test rows."""
+    X, y = make_friedman1(n_samples=2500, n_features=5, noise=1.0, random_state=seed)
+    frame = pd.DataFrame(X, columns=FRIEDMAN.names)
+    clients = [(frame.iloc[i * 500 : (i + 1) * 500], y[i * 500 : (i + 1) * 500]) for i in range(4)]
+    return clients, frame.iloc[2000:], y[2000:]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_public_target_bounds_let_dp_fedavg_learn_a_raw_scale_regression(seed: int) -> None:
+    clients, X_test, y_test = _friedman(seed)
+    params: dict[str, Any] = dict(
+        schema=FRIEDMAN,
+        task="regression",
+        hidden_layer_sizes=(16,),
+        rounds=10,
+        client_fraction=1.0,
+        lr=0.03,
+        target_epsilon=1.0,
+        accountant="rdp",
+        random_state=seed,
+    )
+
+    raw = DPFedAvg(**params).fit(clients)
+    bounded = DPFedAvg(**params, target_bounds=FRIEDMAN_BOUNDS).fit(clients)
+
+    assert raw.score(X_test, y_test) < 0.4
+    assert bounded.score(X_test, y_test) > 0.6
+    assert bounded.epsilon_ == pytest.approx(raw.epsilon_)  # the bounds cost no privacy
+    with torch.no_grad():  # the global network itself predicts in target units
+        Z = torch.from_numpy(FRIEDMAN.encode(X_test))
+        np.testing.assert_allclose(
+            bounded.module_(Z)[:, 0].numpy(), bounded.predict(X_test), rtol=1e-6
+        )
+
+
+def test_target_bounds_are_checked_before_training() -> None:
+    clients, _, _ = _friedman(0)
+    with pytest.raises(ValueError, match="lower < upper"):
+        DPFedAvg(schema=FRIEDMAN, task="regression", target_bounds=(3.0, 1.0)).fit(clients)
+    with pytest.raises(ValueError, match="for regression"):
+        DPFedAvg(schema=FRIEDMAN, classes=[0, 1], target_bounds=(0.0, 1.0)).fit(clients)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 from sklearn.model_selection import cross_val_score
 
-from pubsubml.errors import LabelError
+from pubsubml.errors import LabelError, SchemaMismatchError
 from pubsubml.learners import DPLogisticRegression
 from pubsubml.methods import Customizer, contribution_scores
 from pubsubml.schema import FeatureSchema
@@ -331,3 +332,60 @@ def test_regression_stacked_on_public_target_bounds() -> None:
     assert c.score(Xt, yt) >= c.own_model_.score(Xt, yt)
     with pytest.raises(ValueError, match="target_bounds"):
         Customizer(task="regression", target_bounds=(1, 0)).fit(Xs, ys)
+
+
+# ---- what a subscribed model needs (docs/customization.md) -------------------------------------
+def test_a_model_needs_only_named_inputs_outputs_and_labels() -> None:
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.random((200, 3)), columns=["a", "b", "c"])
+    y = (X.a + X.b > 1).astype(int).to_numpy()
+    plain = LogisticRegression().fit(X[["b", "a"]], y)
+
+    class Spy:
+        """``feature_names_in_``, ``classes_`` and ``predict_proba``, recording its inputs."""
+
+        def __init__(self) -> None:
+            self.feature_names_in_, self.classes_ = plain.feature_names_in_, plain.classes_
+            self.seen: list[pd.DataFrame] = []
+
+        def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
+            self.seen.append(frame)
+            return np.asarray(plain.predict_proba(frame))
+
+    spy = Spy()
+    schema = FeatureSchema.numeric(["a", "b", "c"])
+
+    c = Customizer(models=[spy], schema=schema, own_model="logistic", random_state=0)
+    c.fit(X[["a", "c"]], y)  # the subscriber lacks b: the model gets b's public default
+
+    assert c.candidate_ids_ == ["own", "m0"]
+    assert all(list(frame.columns) == ["b", "a"] for frame in spy.seen)
+    assert all(frame["b"].eq(0.5).all() for frame in spy.seen)
+    assert Customizer(models=[plain], own_model="logistic").fit(X, y).candidate_ids_[1] == "m0"
+
+    class Nameless:
+        classes = (0, 1)
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            return np.full((len(X), 2), 0.5)
+
+    with pytest.raises(SchemaMismatchError, match="declares no input_features"):
+        Customizer(models=[Nameless()], own_model="logistic").fit(X, y)
+
+
+def _doc_block(heading: str) -> str:
+    """The first Python block under ``heading`` in docs/customization.md."""
+    text = (Path(__file__).parents[3] / "docs" / "customization.md").read_text(encoding="utf-8")
+    assert heading in text, f"docs/customization.md has no section {heading!r}"
+    section = text.split(heading, 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_pubsub_star_example_runs() -> None:
+    namespace: dict[str, Any] = {}
+
+    exec(compile(_doc_block("### PubSub-ML* outside the harness"), "doc", "exec"), namespace)
+
+    star, artifact = namespace["star"], namespace["artifact"]
+    assert star.candidate_ids_ == ["own", "m0", "m1"] and not star.fallback_
+    assert artifact.card.privacy.epsilon == np.inf == namespace["received"].epsilon

@@ -67,7 +67,14 @@ def publish_command(
 
 
 def subscribe_command(
-    channel: Annotated[str, typer.Argument(help="Channel, e.g. 'age & icu_los | wbc'.")],
+    channel: Annotated[
+        str,
+        typer.Argument(
+            help="Channel: feature names joined by '&' (all of them) within a term and terms "
+            "joined by '|' (any of them), e.g. 'age & icu_los | wbc'; or '*' for every model of "
+            "the task. Quote it for the shell."
+        ),
+    ],
     task: Annotated[str, typer.Option(help="classification or regression.")] = "classification",
     classes: Annotated[
         list[str] | None, typer.Option("--class", help="Label set (repeat); JSON values allowed.")
@@ -78,7 +85,15 @@ def subscribe_command(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Subscribe to a channel F1 ∨ … ∨ Fk; prints the subscription id."""
+    """Subscribe to a channel F1 ∨ … ∨ Fk; prints the subscription id.
+
+    A channel is one or more terms joined by '|' (or '∨'), each term one or more feature names
+    of the dictionary joined by '&' (or '∧'); '&' binds tighter than '|' and there are no
+    parentheses. A model is delivered when its input features contain every feature of at least
+    one term: 'age & sex | wbc' receives the models using both age and sex, and those using wbc.
+    '*' alone is the channel of every model of the task. Models published before the
+    subscription are delivered too; a site never receives its own models.
+    """
     labels = None if classes is None else [_label(c) for c in classes]
     with _errors(), _client(url, token) as client:
         name = site or client.whoami()["name"]

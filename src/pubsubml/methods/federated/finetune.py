@@ -23,6 +23,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.learners.dpsgd_base import centred, fold_input_center, unfold_input_center
+from pubsubml.learners.dpsgd_tasks import (
+    check_target_bounds,
+    fold_target_bounds,
+    scale_targets,
+    unfold_target_bounds,
+)
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, train_dp_stacked
 
 if TYPE_CHECKING:
@@ -91,7 +97,8 @@ def fine_tune(
     model : FederatedMLP
         Fitted.
     X : DataFrame of shape (n_samples, n_features)
-        The site's own data (encoded with the model's public schema).
+        The site's own data (encoded with the model's public schema; features the site lacks
+        take its public defaults, pubsub-ml.txt §8.1.3).
     y : array-like of shape (n_samples,)
         Labels in ``model.classes_`` (classification) or real targets (regression).
     epochs : int, default=30
@@ -128,13 +135,17 @@ def fine_tune(
         optimizer=model.optimizer,
         private=False,
     )
-    Xt = centred(model.schema.encode(X, extra="ignore"))  # trained centred, as the global model
+    # trained centred (and on targets scaled by the public target_bounds), as the global model
+    Xt = centred(model.schema.encode(X, missing="default", extra="ignore"))
+    bounds = None
     if model.task == "classification":
         yt = torch.from_numpy(check_labels(y, list(model.classes_), len(Xt))[1])
     else:
-        yt = torch.from_numpy(check_regression_targets(y, len(Xt)))
-    # a copy on centred inputs: model.module_ is not touched
-    stack = MLPStack.from_modules([unfold_input_center(copy.deepcopy(model.module_))])
+        bounds = check_target_bounds(getattr(model, "target_bounds", None))
+        yt = torch.from_numpy(scale_targets(check_regression_targets(y, len(Xt)), bounds))
+    # a copy on centred inputs and scaled targets: model.module_ is not touched
+    start = unfold_target_bounds(unfold_input_center(copy.deepcopy(model.module_)), bounds)
+    stack = MLPStack.from_modules([start])
     train_dp_stacked(
         stack,
         [Xt],
@@ -144,6 +155,6 @@ def fine_tune(
         loss="cross_entropy" if model.task == "classification" else "mse",
     )
     tuned = copy.deepcopy(model)
-    tuned.module_ = fold_input_center(stack.to_modules()[0])
+    tuned.module_ = fold_target_bounds(fold_input_center(stack.to_modules()[0]), bounds)
     tuned.fine_tuned_ = True
     return tuned

@@ -19,8 +19,10 @@ subscriber's private DataFrame.  With ``cv=5`` (the default, cross-fitting as
 which is why it is not the default.
 
 Every subscribed model is a black box (DESIGN.md, "Model-agnostic through outputs"; Theorem 4):
-the code uses only ``predict_proba``/``predict`` on a DataFrame, ``input_features``, and for
-classifiers the declared ``classes`` (or ``classes_``).  Nothing depends on a model's type.
+the code uses only the names of its inputs (``input_features``, or else ``feature_names_in_``),
+``predict_proba`` (classification) or ``predict`` (regression) on a DataFrame of those columns, and
+for classifiers the declared ``classes`` (or else ``classes_``).  Nothing depends on a model's type
+or on DP: non-private publishers give PubSub-ML* (pubsub-ml.txt §7.3, §8.3.4).
 """
 
 from __future__ import annotations
@@ -59,9 +61,22 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
     Parameters
     ----------
     models : sequence of black-box models, optional
-        The subscribed models Λ_s, already fitted: objects with ``input_features`` and
-        ``predict_proba(DataFrame)`` (classification, with ``classes`` or ``classes_``) or
-        ``predict(DataFrame)`` (regression).  They are shared, never copied, by :func:`clone`.
+        The subscribed models Λ_s, already fitted.  Each needs, and only these:
+
+        * the names of its inputs, ``input_features`` or else ``feature_names_in_`` (so any
+          scikit-learn estimator fitted on a DataFrame qualifies as it is); it is called on the
+          subscriber's rows restricted to those features, in that order, after the features it
+          needs and the subscriber lacks are added at ``schema``'s public defaults (a feature
+          outside ``schema`` is left for the model to fill, as a
+          :class:`~pubsubml.artifacts.PublishedModel` does from its card);
+        * classification: ``predict_proba(DataFrame)`` of shape (n, k) and its k labels in
+          ``classes`` or else ``classes_``, each among the subscriber's classes;
+          regression: ``predict(DataFrame)``, one value per row;
+        * optionally ``model_id``, its name in ``candidate_ids_``.
+
+        Not a type, not DP, not ``fit``: they are never refitted, and :func:`clone` shares
+        them.  With ``runner``, the runner calls them instead (``published_runner`` takes
+        :class:`~pubsubml.artifacts.PublishedModel` s only).
     task : {"classification", "regression"}, default="classification"
     own_model : {"auto", "mlp", "forest", "logistic"}, estimator or None, default="auto"
         M^s, an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of this kind: ``"auto"`` picks the
@@ -143,7 +158,8 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
     LabelError
         A model's label set cannot be aligned with the subscriber's, or it has no classes.
     SchemaMismatchError
-        ``X`` is not a DataFrame or has features outside ``schema``.
+        ``X`` is not a DataFrame or has features outside ``schema``, or a model names no
+        inputs (neither ``input_features`` nor ``feature_names_in_``).
     DataValidationError
         Fewer rows than folds, or a class with fewer rows than folds.
 
@@ -162,6 +178,15 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
     >>> c = Customizer(own_model="forest", random_state=0).fit(X, y)
     >>> c.candidate_ids_, c.own_model_.choice_, c.predict(X.iloc[:3]).shape
     (['own'], 'forest', (3,))
+
+    A non-private scikit-learn model fitted on another site's columns is a subscribed model as
+    it is (``feature_names_in_``, ``classes_``, ``predict_proba``): PubSub-ML*.
+
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> other = LogisticRegression().fit(X[["a", "b"]], y)
+    >>> star = Customizer(models=[other], own_model="logistic", random_state=0).fit(X, y)
+    >>> star.candidate_ids_
+    ['own', 'm0']
     """
 
     def __init__(

@@ -109,3 +109,39 @@ def test_refusals_of_every_endpoint(registry: Any) -> None:
     assert foreign.headers["content-type"] == "application/json"
 
     assert registry.snapshot() == before
+
+
+def test_the_wildcard_channel_receives_every_model_of_its_task(registry: Any) -> None:
+    before = registry.artifacts("a", features=("wbc",), seed=11)
+    assert registry.publish(before, site="a").status_code == 201
+
+    r = registry.client.post(
+        "/v1/subscriptions",
+        json={"channel": " * ", "task": "classification", "classes": [0, 1]},
+        headers=registry.auth("b"),
+    )
+
+    assert r.status_code == 201, r.text
+    sub = SubscriptionPublic.model_validate(r.json())
+    assert sub.channel == "*"
+    after = registry.artifacts("c", features=("bmi", "sex"), seed=12)
+    regression = registry.artifacts("c", features=("age",), classes=None, seed=13)
+    own = registry.artifacts("b", features=("age",), seed=14)
+    for art, site in ((after, "c"), (regression, "c"), (own, "b")):
+        assert registry.publish(art, site=site).status_code == 201
+    delivered = [item["model_id"] for item in registry.feed("b", sub.id)]
+    assert delivered == [before.card.model_id, after.card.model_id]  # backfilled, then new
+
+
+def test_a_wildcard_mixed_with_features_is_a_channel_syntax_error(registry: Any) -> None:
+    before = registry.snapshot()
+
+    r = registry.client.post(
+        "/v1/subscriptions",
+        json={"channel": "age | *", "task": "classification"},
+        headers=registry.auth("b"),
+    )
+
+    assert (r.status_code, r.json()["error"]) == (422, "channel_syntax")
+    assert "must be the whole channel" in r.json()["detail"]
+    assert registry.snapshot() == before

@@ -9,16 +9,30 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pandas as pd
 import pytest
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
+from sklearn.tree import (
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    ExtraTreeClassifier,
+    ExtraTreeRegressor,
+)
 
+from pubsubml.artifacts import export_model
 from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, tree_ensemble_to_onnx
 from pubsubml.learners import DPRandomForestClassifier, to_sklearn_base
+from pubsubml.schema import FeatureSchema
 
 N_IN = 4
 
@@ -289,11 +303,125 @@ def test_tree_ensembles_refuse_other_models_and_narrow_inputs(
     Z, y, _ = data
     forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(Z, y)
 
-    with pytest.raises(TypeError, match="tree or forest classifier"):
+    with pytest.raises(TypeError, match="tree or forest, got"):
         tree_ensemble_to_onnx(LogisticRegression().fit(Z, y), N_IN)
-    with pytest.raises(TypeError, match="tree or forest classifier"):
+    with pytest.raises(TypeError, match="tree or forest, got"):
         tree_ensemble_to_onnx(RandomForestClassifier().fit(Z, np.stack([y, y], axis=1)), N_IN)
     with pytest.raises(ValueError, match="the input has 2 columns"):
         tree_ensemble_to_onnx(forest, 2)
     with pytest.raises(ValueError, match="needs n_outputs"):
         tree_ensemble_to_onnx(forest, N_IN, output_positions=[1, 0])
+
+
+# ---- tree and forest regressors -------------------------------------------------------------
+def _target(Z: np.ndarray) -> np.ndarray:
+    """A smooth target away from zero, with a step."""
+    return 2.0 + np.sin(3 * Z[:, 0]) + Z[:, 1] ** 2 - Z[:, 2] + (Z[:, 3] > 0.5)
+
+
+TREE_REGRESSORS: dict[str, Callable[[np.ndarray], Any]] = {
+    "forest": lambda Z: RandomForestRegressor(n_estimators=15, random_state=0).fit(Z, _target(Z)),
+    "extra_trees": lambda Z: ExtraTreesRegressor(n_estimators=9, max_depth=6, random_state=0).fit(
+        Z, _target(Z)
+    ),
+    "tree": lambda Z: DecisionTreeRegressor(random_state=0).fit(Z, _target(Z)),
+    "extra_tree": lambda Z: ExtraTreeRegressor(random_state=0).fit(Z, _target(Z)),
+}
+
+
+@pytest.mark.parametrize("name", list(TREE_REGRESSORS))
+def test_tree_regressors_compute_predict_even_on_the_thresholds(
+    name: str, data: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    Z = np.random.default_rng(3).random((300, N_IN)).astype(np.float32)
+    model = TREE_REGRESSORS[name](Z)
+    rows = _on_the_thresholds(model, data[0])
+
+    graph = tree_ensemble_to_onnx(model, N_IN)
+
+    out = _run(graph, rows)
+    assert out.dtype == np.float32 and out.shape == (len(rows), 1)
+    np.testing.assert_allclose(out[:, 0], model.predict(rows), rtol=1e-5, atol=1e-6)
+    assert sklearn_to_onnx(model, N_IN) == graph == tree_ensemble_to_onnx(model, N_IN)
+
+
+def test_forest_regressors_are_written_without_skl2onnx(
+    monkeypatch: pytest.MonkeyPatch, data: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    import skl2onnx
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("skl2onnx must not convert tree ensembles")
+
+    monkeypatch.setattr(skl2onnx, "convert_sklearn", refuse)
+    Z, _, t = data
+    model = RandomForestRegressor(n_estimators=3, random_state=0).fit(Z, t)
+
+    proto = onnx.load_from_string(sklearn_to_onnx(model, N_IN))
+
+    (ensemble,) = [n for n in proto.graph.node if n.domain == "ai.onnx.ml"]
+    attributes = {a.name: a for a in ensemble.attribute}
+    assert ensemble.op_type == "TreeEnsembleRegressor"
+    assert attributes["n_targets"].i == 1
+    assert attributes["nodes_values_as_tensor"].t.data_type == onnx.TensorProto.DOUBLE
+    assert attributes["target_weights_as_tensor"].t.data_type == onnx.TensorProto.DOUBLE
+    np.testing.assert_allclose(
+        _run(proto.SerializeToString(), Z)[:, 0], model.predict(Z), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "model",
+    [RandomForestRegressor(n_estimators=2), DecisionTreeRegressor()],
+    ids=["forest", "tree"],
+)
+def test_tree_regressors_of_two_outputs_or_unfitted_are_refused(
+    model: Any, data: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    Z, _, t = data
+
+    with pytest.raises(TypeError, match="one-output scikit-learn tree or forest"):
+        tree_ensemble_to_onnx(model, N_IN)
+    with pytest.raises(TypeError, match="one-output scikit-learn tree or forest"):
+        two_outputs = clone(model).set_params(random_state=0).fit(Z, np.stack([t, -t], axis=1))
+        tree_ensemble_to_onnx(two_outputs, N_IN)
+
+
+class _Learner:
+    """A fitted learner as pubsubml's are seen by export_model: a scikit-learn ``estimator_``
+    on the schema-encoded matrix, and the ``schema_`` it encodes."""
+
+    def __init__(self, estimator: Any, schema: FeatureSchema) -> None:
+        self.estimator_ = estimator
+        self.schema_ = schema
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        pytest.param(False, id="plain"),
+        pytest.param(True, id="learner"),
+    ],
+)
+def test_an_exported_forest_regressor_predicts_like_the_model(
+    wrapped: bool,
+    schema: FeatureSchema,
+    frame: pd.DataFrame,
+    X: pd.DataFrame,
+    signing_key: Ed25519PrivateKey,
+    trusted: dict[str, Ed25519PublicKey],
+) -> None:
+    encoded = schema.encode(frame[schema.names])
+    model = RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0).fit(
+        encoded, frame["t"]
+    )
+    estimator = _Learner(model, schema) if wrapped else model
+
+    artifact = export_model(estimator, publisher="a", signing_key=signing_key, schema=schema)
+
+    published = artifact.open(trusted)
+    assert artifact.card.format == "onnx" and artifact.card.task == "regression"
+    assert published.classes is None
+    np.testing.assert_allclose(
+        published.predict(X), model.predict(schema.encode(X)), rtol=1e-5, atol=1e-6
+    )

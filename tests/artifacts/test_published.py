@@ -242,3 +242,37 @@ def test_networks_over_different_schemas_of_one_width_stack_in_row_blocks(
         reference = network.outputs(frame[model.input_features])
         np.testing.assert_allclose(out, reference, atol=1e-6)
         np.testing.assert_allclose(out, model.predict_outputs(frame), atol=1e-6)
+
+
+# ---- weights ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+@pytest.mark.parametrize("name", ["onnx_artifact", "safetensors_artifact"])
+def test_the_weights_it_was_loaded_from_make_the_same_artifact_again(
+    name: str,
+    kind: type,
+    request: pytest.FixtureRequest,
+    trusted: dict[str, Ed25519PublicKey],
+    X: pd.DataFrame,
+) -> None:
+    artifact: Artifact = request.getfixturevalue(name)
+    model = PublishedModel.load(artifact.card.to_json(), kind(artifact.weights), trusted)
+
+    again = Artifact(card=model.card, weights=model.weights)
+
+    assert again.card == artifact.card
+    assert again.card.to_json() == artifact.card.to_json()
+    assert type(again.weights) is bytes and again.weights == artifact.weights
+    reopened = again.open(trusted)
+    assert reopened.model_id == model.model_id
+    np.testing.assert_array_equal(reopened.predict_outputs(X), model.predict_outputs(X))
+
+
+def test_a_model_built_from_a_runner_alone_cannot_be_stored(
+    onnx_artifact: Artifact, X: pd.DataFrame
+) -> None:
+    card = onnx_artifact.card
+    model = PublishedModel(card, build_runner(card, onnx_artifact.weights))
+
+    with pytest.raises(ValueError, match="was not loaded from weights"):
+        _ = model.weights
+    assert model.predict_outputs(X).shape == (len(X), 2)

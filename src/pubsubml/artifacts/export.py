@@ -117,10 +117,17 @@ def _mlp_layers(module: Any) -> tuple[Layers, str] | None:
 
 
 def _sklearn_model(estimator: Any) -> Any:
-    """The scikit-learn model to convert: ``estimator_`` (diffprivlib copied to its base class)."""
+    """The scikit-learn model to convert (diffprivlib copied to its base class): a learner's
+    fitted ``estimator_``, or the estimator itself when it is a plain fitted model.
+
+    A scikit-learn ensemble also has an ``estimator_``, the unfitted template of its members
+    (``estimators_``): the ensemble itself is converted then.
+    """
     from pubsubml.learners.diffprivlib_models import to_sklearn_base
 
-    return to_sklearn_base(getattr(estimator, "estimator_", estimator))
+    inner = getattr(estimator, "estimator_", None)
+    plain = inner is None or hasattr(estimator, "estimators_")
+    return to_sklearn_base(estimator if plain else inner)
 
 
 def _output_positions(model: Any, classes: Sequence[Label]) -> list[int] | None:

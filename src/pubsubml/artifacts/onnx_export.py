@@ -170,13 +170,12 @@ def sklearn_to_onnx(
 
     Notes
     -----
-    scikit-learn's ``RandomForestClassifier``, ``ExtraTreesClassifier``,
-    ``DecisionTreeClassifier`` and ``ExtraTreeClassifier`` (exactly these classes, one output)
-    go to :func:`tree_ensemble_to_onnx` instead of skl2onnx.
+    scikit-learn's random forests, extra trees and decision trees, classifiers and regressors
+    (exactly these classes, one output) go to :func:`tree_ensemble_to_onnx` instead of skl2onnx.
     """
     if output_positions is not None and n_outputs is None:
         raise ValueError("output_positions needs n_outputs")
-    if _is_tree_classifier(model):
+    if _is_tree_classifier(model) or _is_tree_regressor(model):
         return tree_ensemble_to_onnx(
             model, n_inputs, output_positions=output_positions, n_outputs=n_outputs
         )
@@ -233,10 +232,22 @@ def _tree_classes() -> tuple[type, ...]:
     )
 
 
+def _tree_regressors() -> tuple[type, ...]:
+    from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+    from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
+
+    return (RandomForestRegressor, ExtraTreesRegressor, DecisionTreeRegressor, ExtraTreeRegressor)
+
+
 def _is_tree_classifier(model: Any) -> bool:
     """A fitted scikit-learn tree or forest classifier of one output (exact classes only: a
     subclass could predict otherwise)."""
     return type(model) in _tree_classes() and getattr(model, "n_outputs_", None) == 1
+
+
+def _is_tree_regressor(model: Any) -> bool:
+    """A fitted scikit-learn tree or forest regressor of one output (exact classes only)."""
+    return type(model) in _tree_regressors() and getattr(model, "n_outputs_", None) == 1
 
 
 def _add_ints(node: onnx.NodeProto, name: str, values: np.ndarray) -> None:
@@ -262,7 +273,7 @@ def tree_ensemble_to_onnx(
     output_positions: Sequence[int] | None = None,
     n_outputs: int | None = None,
 ) -> bytes:
-    """ONNX graph of a fitted scikit-learn tree or forest classifier, written from its arrays.
+    """ONNX graph of a fitted scikit-learn tree or forest, written from its arrays.
 
     One ``TreeEnsembleClassifier`` (``ai.onnx.ml`` opset 3) on the input cast to double: every
     split is ``x ≤ threshold`` with scikit-learn's double threshold, and every leaf adds its
@@ -271,11 +282,13 @@ def tree_ensemble_to_onnx(
     ``predict_proba`` — the mean of its trees' — up to the float32 output.  The input is float32,
     so the split decisions are exactly scikit-learn's, which compares float32 features with the
     same double thresholds.  Every leaf carries a weight for every class, so two classes are
-    computed like more (no "binary" shortcut).
+    computed like more (no "binary" shortcut).  A regressor is one ``TreeEnsembleRegressor``
+    whose leaves add their value divided by the number of trees (the forest's mean), with one
+    output column.
 
     Parameters
     ----------
-    model : RandomForestClassifier, ExtraTreesClassifier, DecisionTreeClassifier or ExtraTreeClassifier
+    model : RandomForest, ExtraTrees, DecisionTree or ExtraTree, Classifier or Regressor
         Fitted, with one output (diffprivlib's forest after
         :func:`~pubsubml.learners.to_sklearn_base`).
     n_inputs : int
@@ -288,7 +301,8 @@ def tree_ensemble_to_onnx(
     -------
     bytes
         Serialized ``ModelProto``: input ``input`` (batch, n_inputs) float32, output ``output``
-        (batch, n_classes) float32 of probabilities in ``model.classes_`` order.
+        (batch, n_classes) float32 of probabilities in ``model.classes_`` order, or (batch, 1)
+        of predictions for a regressor.
 
     Raises
     ------
@@ -312,15 +326,17 @@ def tree_ensemble_to_onnx(
     >>> bool(np.allclose(session.run(["output"], {"input": Z})[0], forest.predict_proba(Z)))
     True
     """
-    if not _is_tree_classifier(model) or not hasattr(model, "classes_"):
+    regressor = _is_tree_regressor(model)
+    if not (regressor and hasattr(model, "n_outputs_")) and not (
+        _is_tree_classifier(model) and hasattr(model, "classes_")
+    ):
         raise TypeError(
-            f"expected a fitted one-output scikit-learn tree or forest classifier, got "
-            f"{type(model).__name__}"
+            f"expected a fitted one-output scikit-learn tree or forest, got {type(model).__name__}"
         )
     if output_positions is not None and n_outputs is None:
         raise ValueError("output_positions needs n_outputs")
     trees = list(getattr(model, "estimators_", [model]))
-    n_classes = len(model.classes_)
+    n_classes = 1 if regressor else len(model.classes_)
     columns: dict[str, list[np.ndarray]] = {k: [] for k in _TREE_ARRAYS}
     for tree_id, estimator in enumerate(trees):
         tree = estimator.tree_
@@ -334,8 +350,10 @@ def tree_ensemble_to_onnx(
                 f"{n_inputs} columns"
             )
         values = np.asarray(tree.value[:, 0, :n_classes], dtype=np.float64)[leaf]
-        totals = values.sum(axis=1, keepdims=True)
-        values = values / np.where(totals == 0.0, 1.0, totals) / len(trees)
+        if not regressor:  # a leaf's class distribution (scikit-learn >= 1.4 stores fractions)
+            totals = values.sum(axis=1, keepdims=True)
+            values = values / np.where(totals == 0.0, 1.0, totals)
+        values = values / len(trees)
         leaves = node[leaf]
         columns["tree"].append(np.full(n, tree_id, dtype=np.int64))
         columns["node"].append(node)
@@ -357,15 +375,24 @@ def tree_ensemble_to_onnx(
         helper.make_node("Cast", ["input"], ["converted_input"], to=TensorProto.DOUBLE)
     )
     ensemble = graph.node.add()
-    ensemble.op_type, ensemble.domain = "TreeEnsembleClassifier", "ai.onnx.ml"
+    ensemble.domain = "ai.onnx.ml"
     ensemble.input.append("converted_input")
-    ensemble.output.extend(["label", "probabilities"])
-    ensemble.attribute.extend(
-        [
-            helper.make_attribute("post_transform", "NONE"),
-            helper.make_attribute("classlabels_int64s", list(range(n_classes))),
-        ]
-    )
+    ensemble.attribute.append(helper.make_attribute("post_transform", "NONE"))
+    if regressor:
+        ensemble.op_type = "TreeEnsembleRegressor"
+        ensemble.output.append("probabilities")  # the predictions: one column
+        ensemble.attribute.extend(
+            [
+                helper.make_attribute("n_targets", 1),
+                helper.make_attribute("aggregate_function", "SUM"),
+            ]
+        )
+    else:
+        ensemble.op_type = "TreeEnsembleClassifier"
+        ensemble.output.extend(["label", "probabilities"])
+        ensemble.attribute.append(
+            helper.make_attribute("classlabels_int64s", list(range(n_classes)))
+        )
     _add_ints(ensemble, "nodes_treeids", a["tree"])
     _add_ints(ensemble, "nodes_nodeids", a["node"])
     _add_ints(ensemble, "nodes_featureids", a["feature"])
@@ -375,10 +402,11 @@ def tree_ensemble_to_onnx(
     _add_doubles(ensemble, "nodes_values_as_tensor", a["threshold"])
     _add_ints(ensemble, "nodes_truenodeids", a["true"])
     _add_ints(ensemble, "nodes_falsenodeids", a["false"])
-    _add_ints(ensemble, "class_treeids", a["class_tree"])
-    _add_ints(ensemble, "class_nodeids", a["class_node"])
-    _add_ints(ensemble, "class_ids", a["class_id"])
-    _add_doubles(ensemble, "class_weights_as_tensor", a["class_weight"])
+    prefix = "target" if regressor else "class"
+    _add_ints(ensemble, f"{prefix}_treeids", a["class_tree"])
+    _add_ints(ensemble, f"{prefix}_nodeids", a["class_node"])
+    _add_ints(ensemble, f"{prefix}_ids", a["class_id"])
+    _add_doubles(ensemble, f"{prefix}_weights_as_tensor", a["class_weight"])
     width = n_classes
     if output_positions:
         assert n_outputs is not None

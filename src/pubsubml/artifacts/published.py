@@ -72,6 +72,9 @@ class PublishedModel:
     ----------
     card : ModelCard
     runner : Runner
+    weights : bytes, optional
+        The verified weights the runner was built from (kept by :meth:`load`), so that the
+        model can be stored again as it came (:attr:`weights`).
 
     References
     ----------
@@ -79,9 +82,10 @@ class PublishedModel:
     extension with public default values), §5 Theorem 3 (subscribers spend no privacy).
     """
 
-    def __init__(self, card: ModelCard, runner: Runner) -> None:
+    def __init__(self, card: ModelCard, runner: Runner, weights: bytes | None = None) -> None:
         self.card = card
         self._runner = runner
+        self._weights = weights
         self._classes = None if card.classes is None else np.asarray(card.classes)
 
     @classmethod
@@ -136,7 +140,8 @@ class PublishedModel:
         if check_privacy:
             check_privacy_record(parsed.privacy)
         options = DecodeOptions(max_bytes=max_weights_bytes, intra_op_threads=intra_op_threads)
-        return cls(parsed, build_runner(parsed, bytes(weights), options))
+        data = bytes(weights)
+        return cls(parsed, build_runner(parsed, data, options), data)
 
     # ---- metadata ----------------------------------------------------------------------
     @property
@@ -178,6 +183,20 @@ class PublishedModel:
     def n_outputs(self) -> int:
         """Width of :meth:`predict_outputs`."""
         return len(self.card.output)
+
+    @property
+    def weights(self) -> bytes:
+        """The verified weights bytes this model was loaded from (with :attr:`card`, the
+        artifact to store it again as it came).
+
+        Raises
+        ------
+        ValueError
+            The model was built from a runner alone (not by :meth:`load`).
+        """
+        if self._weights is None:
+            raise ValueError(f"model {self.model_id} was not loaded from weights; nothing to store")
+        return self._weights
 
     def __repr__(self) -> str:
         return (

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.main import get_command
 
 import pubsubml.cli
@@ -20,7 +21,19 @@ def test_the_app_mounts_every_group_and_every_experiment() -> None:
     expected |= {"budget", "bench", "forecast", "audit", "proxyfl"}
     assert expected <= names
     bench = root.commands["bench"]  # type: ignore[attr-defined]
-    assert sorted(bench.commands) == sorted(EXPERIMENTS)
+    with typer.Context(bench) as ctx:
+        assert sorted(bench.list_commands(ctx)) == sorted(EXPERIMENTS)
+        assert bench.get_command(ctx, next(iter(EXPERIMENTS))) is not None
+        assert bench.get_command(ctx, "no-such-experiment") is None
+
+
+def test_the_app_starts_without_the_experiments_or_torch() -> None:
+    code = (
+        "import sys, pubsubml.cli.commands\n"
+        "print('pubsubml.experiments.catalog' in sys.modules, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["False", "False"], done.stderr
 
 
 def test_the_package_face_hands_out_the_same_app() -> None:

@@ -1,15 +1,17 @@
 """The ``pubsubml`` command line: one Typer app with every command group mounted.
 
 ``pubsubml demo`` runs the main job on the embedded default; the registry, site, feature, publish,
-subscribe, pull and budget commands talk to a registry service.
+subscribe, pull and budget commands talk to a registry service; ``keygen``, ``schema``, ``train``,
+``customize``, ``predict`` and ``evaluate`` are a site's own steps on its files.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 __all__ = ["app", "main"]
 
@@ -67,18 +69,53 @@ def _mount_registry() -> None:
 
 
 def _mount_site() -> None:
+    import pubsubml.cli.customize as customize_cli
+    import pubsubml.cli.example as example_cli
     import pubsubml.cli.site as site_cli
 
+    app.command("example-data")(example_cli.example_data_command)
     app.command("keygen")(site_cli.keygen_command)
     app.add_typer(site_cli.schema_app, name="schema")
     app.command("train")(site_cli.train_command)
+    app.command("customize")(customize_cli.customize_command)
+    app.command("predict")(customize_cli.predict_command)
+    app.command("evaluate")(customize_cli.evaluate_command)
 
 
 _mount_registry()
 _mount_site()
 
+
+class _ExperimentGroup(TyperGroup):
+    """``pubsubml bench``: its experiment commands are built on first use, so that the other
+    commands start without importing every experiment (and torch)."""
+
+    def _experiments(self) -> None:
+        if getattr(self, "_loaded", False):
+            return
+        from pubsubml.cli.bench import register_experiments
+        from pubsubml.experiments.catalog import EXPERIMENTS
+
+        catalog = typer.Typer()
+        register_experiments(catalog, EXPERIMENTS.values())
+        group = typer.main.get_group(catalog)
+        for name, command in group.commands.items():
+            self.add_command(command, name)
+        self._loaded = True
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        self._experiments()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        self._experiments()
+        return super().get_command(ctx, cmd_name)
+
+
 bench_app = typer.Typer(
-    help="Run an experiment; results go to docs/results/.", no_args_is_help=True
+    cls=_ExperimentGroup,
+    help="Run an experiment; results go to docs/results/.",
+    no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
 
@@ -87,10 +124,7 @@ def _mount_methods() -> None:
     import pubsubml.cli.async_dp as async_dp_cli
     import pubsubml.cli.audit as audit_cli
     import pubsubml.cli.proxyfl as proxyfl_cli
-    from pubsubml.cli.bench import register_experiments
-    from pubsubml.experiments.catalog import EXPERIMENTS
 
-    register_experiments(bench_app, EXPERIMENTS.values())
     app.command("forecast")(async_dp_cli.forecast)
     app.command("audit")(audit_cli.audit)
     app.add_typer(proxyfl_cli.app, name="proxyfl")

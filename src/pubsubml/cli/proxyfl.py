@@ -12,11 +12,6 @@ from typing import Annotated
 
 import typer
 
-from pubsubml.experiments.proxyfl.experiments import make_federated
-from pubsubml.methods.proxyfl.peers import launch as launch_peers
-from pubsubml.methods.proxyfl.peers import write_client_data
-from pubsubml.methods.proxyfl.protocol import DMLConfig
-
 __all__ = ["app"]
 
 app = typer.Typer(help="ProxyFL: private models, DP proxies shared by PushSum (proxyfl.txt).")
@@ -58,6 +53,11 @@ def launch(
     timeout: Annotated[float, typer.Option(help="Seconds before the peers are stopped.")] = 1800.0,
 ) -> None:
     """Run ProxyFL with one OS process per client, PushSum over torch.distributed (gloo)."""
+    from pubsubml.experiments.proxyfl.experiments import make_federated
+    from pubsubml.methods.proxyfl.peers import launch as launch_peers
+    from pubsubml.methods.proxyfl.peers import write_client_data
+    from pubsubml.methods.proxyfl.protocol import DMLConfig
+
     local = _ranks(ranks, clients)
     split = make_federated(dataset, n_clients=clients, p_major=p_major, seed=seed)  # type: ignore[arg-type]
     write_client_data(out / "data", split.clients, split.client_tests, split.test, ranks=local)

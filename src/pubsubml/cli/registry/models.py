@@ -160,9 +160,13 @@ def pull_command(
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = "",
 ) -> None:
-    """Download the subscription's new models; resumes from the cursor kept in DIR/.cursor."""
+    """Download the subscription's new models; resumes from the cursor kept in DIR/.cursor.
+
+    Every card is verified against the registry's publisher keys before it is written; the keys
+    go to DIR/trusted_keys.json, where `pubsubml customize` finds them.
+    """
     from pubsubml.artifacts.export import Artifact
-    from pubsubml.artifacts.signing import verify_card
+    from pubsubml.artifacts.signing import public_key_to_base64, verify_card
 
     into.mkdir(parents=True, exist_ok=True)
     cursor_file = into / ".cursor"
@@ -170,6 +174,12 @@ def pull_command(
     n = 0
     with _errors(), _client(url, token) as client:
         keys = client.trusted_keys()
+        known = into / "trusted_keys.json"
+        tmp_keys = known.with_suffix(".tmp")
+        tmp_keys.write_text(
+            json.dumps({k: public_key_to_base64(v) for k, v in sorted(keys.items())}, indent=2)
+        )
+        os.replace(tmp_keys, known)
         items = client.poll(subscription, after=after, timeout=wait, limit=1000)
         for item in items:
             size = int(client.get_model(item.model_id)["size_bytes"])

@@ -14,8 +14,10 @@ from typing import Annotated
 import typer
 
 from pubsubml.cli.registry.options import (
+    DEFAULT_URL,
     DataOpt,
     DbOpt,
+    UrlOpt,
     _errors,
     _settings,
     console,
@@ -23,7 +25,7 @@ from pubsubml.cli.registry.options import (
 )
 from pubsubml.errors import SchemaVersionError
 
-__all__ = ["migrate_command", "registry_app", "serve_command"]
+__all__ = ["migrate_command", "registry_app", "serve_command", "wait_command"]
 
 registry_app = typer.Typer(help="Run and migrate the model registry service.", no_args_is_help=True)
 
@@ -93,3 +95,36 @@ def serve_command(
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     finally:
         database.dispose()
+
+
+@registry_app.command("wait")
+def wait_command(
+    url: UrlOpt = DEFAULT_URL,
+    timeout: Annotated[float, typer.Option(min=0.0, help="Seconds to wait at most.")] = 60.0,
+) -> None:
+    """Wait until the registry at URL answers its health check (for scripts that start one).
+
+    Exit 0 as soon as ``/v1/health`` answers, 1 after TIMEOUT seconds without an answer.
+    """
+    import time
+
+    import httpx
+
+    from pubsubml.errors import PubsubmlError
+    from pubsubml.registry.client import RegistryClient
+
+    deadline = time.monotonic() + timeout
+    with RegistryClient(url, "anonymous") as client:  # the health check needs no token
+        while True:
+            try:
+                health = client.health()
+            except (PubsubmlError, OSError, httpx.TransportError):
+                if time.monotonic() >= deadline:
+                    err_console.print(
+                        f"[red]error:[/red] no registry answered at {url} in {timeout:g} s"
+                    )
+                    raise typer.Exit(1) from None
+                time.sleep(0.2)
+                continue
+            console.print(f"registry at {url} is up ({health.get('status', 'ok')})")
+            return

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
 
 __all__ = ["check_command", "infer_command", "keygen_command", "schema_app", "train_command"]
@@ -259,6 +260,7 @@ def train_command(
     site: Annotated[str | None, typer.Option(help="Site name (to create the ledger).")] = None,
     budget: Annotated[float | None, typer.Option(help="ε budget (to create the ledger).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the training run.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
 ) -> None:
     """Train a DP model, charge it to the site's ledger, and write its signed artifact.
 
@@ -289,10 +291,12 @@ def train_command(
     }
     model = _learner(learner, task, params)
     try:
-        with console.status(f"training {learner} on {len(frame)} rows"):
-            model.fit(frame[columns], _labels(frame[label], params["classes"]))
-        the_site = Site(book.site, public, book, signing_key=signing_key)
-        artifact = the_site.release_to(model, out)
+        with steps(enabled=not quiet) as run:
+            with run.step(f"training {learner} on {len(frame)} rows"):
+                model.fit(frame[columns], _labels(frame[label], params["classes"]))
+            with run.step(f"charging the ledger and writing {out}"):
+                the_site = Site(book.site, public, book, signing_key=signing_key)
+                artifact = the_site.release_to(model, out)
     except PrivacyBudgetExceededError as exc:
         left = max(book.epsilon_budget - book.spent_epsilon(), 0.0)
         raise _fail(f"{exc} (remaining ε {left:.6g})") from None

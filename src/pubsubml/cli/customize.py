@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pubsubml.cli.progress import steps
@@ -276,7 +278,7 @@ def _print_summary(customizer: Any, models: list[Any], out: Path) -> None:
     by_id = {m.model_id: m for m in models}
     own = customizer.own_model_
     console.print(
-        f"customized model written to {out}: {len(customizer.selected_ids_)} of "
+        f"customized model written to {escape(str(out))}: {len(customizer.selected_ids_)} of "
         f"{len(customizer.candidate_ids_)} candidate(s) selected"
         + ("" if own is None else f", own model {own.choice_}")
     )
@@ -287,7 +289,7 @@ def _print_summary(customizer: Any, models: list[Any], out: Path) -> None:
         model = by_id.get(mid)
         who = "own model" if model is None else f"{model.publisher} (ε = {model.epsilon:.3g})"
         weight = f", weight {weights[mid]:.3f}" if mid in weights else ""
-        console.print(f"  {mid}: {who}{weight}")
+        console.print(f"  {mid}: {escape(who)}{weight}")
 
 
 # ---- predict / evaluate ------------------------------------------------------------------
@@ -354,12 +356,12 @@ def predict_command(
         except (PubsubmlError, ValueError) as exc:
             raise _fail(str(exc).splitlines()[0]) from None
     if out is None:
-        console.print(result.to_csv(index=False), end="", soft_wrap=True, highlight=False)
+        sys.stdout.write(result.to_csv(index=False))  # verbatim: no markup, no emoji codes
         return
     tmp = out.with_name(f".{out.name}.tmp")
     result.to_csv(tmp, index=False)
     tmp.replace(out)
-    err_console.print(f"{len(result)} prediction(s) written to {out}")
+    err_console.print(f"{len(result)} prediction(s) written to {escape(str(out))}")
 
 
 def evaluate_command(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
@@ -33,7 +34,7 @@ LEARNER_ALIASES: dict[str, dict[str, str]] = {
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 

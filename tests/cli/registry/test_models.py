@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+import pytest
 import typer
 from click.testing import Result
 from typer.testing import CliRunner
@@ -78,3 +82,74 @@ def test_subscribe_help_gives_the_channel_grammar_and_the_wildcard() -> None:
     assert "'&' binds tighter than '|'" in text
     assert "'*' alone is the channel of every model of the task" in text
     assert "'*' for every model of the task" in text
+
+
+def _pull_two_publishers(
+    invoke: Callable[..., Result], artifacts: Any, tmp_path: Path, server: dict[str, Any]
+) -> tuple[Path, list[str]]:
+    """Publish a model of a and one of b, pull both as a new subscriber site; returns the inbox
+    and the model ids."""
+    ids = []
+    for site, seed in (("a", 90), ("b", 91)):
+        art = artifacts(site, seed=seed)
+        art.save(tmp_path / f"card-{site}")
+        r = invoke(["publish", str(tmp_path / f"card-{site}")], token=server["tokens"][site])
+        assert r.exit_code == 0, r.output
+        ids.append(art.card.model_id)
+    r = invoke(["site", "add", "clinic", "--roles", "subscriber", "--epsilon", "1"])
+    assert r.exit_code == 0, r.output
+    clinic = r.stdout.strip()
+    r = invoke(["subscribe", "age & sex", "--class", "0", "--class", "1"], token=clinic)
+    assert r.exit_code == 0, r.output
+    inbox = tmp_path / "inbox"
+    r = invoke(["pull", r.stdout.strip(), "--into", str(inbox)], token=clinic)
+    assert r.exit_code == 0 and "2 model(s) pulled" in r.output, r.output
+    return inbox, sorted(ids)
+
+
+def test_pull_writes_the_keys_of_every_publisher_and_they_verify_the_cards(
+    invoke: Callable[..., Result], artifacts: Any, tmp_path: Path, server: dict[str, Any]
+) -> None:
+    from pubsubml.artifacts import load_artifact
+    from pubsubml.artifacts.signing import key_id, public_key_from_base64, verify_card
+    from pubsubml.errors import SignatureError
+
+    inbox, ids = _pull_two_publishers(invoke, artifacts, tmp_path, server)
+
+    raw = json.loads((inbox / "trusted_keys.json").read_text())
+    keys = {kid: public_key_from_base64(value) for kid, value in raw.items()}
+    assert all(key_id(k) == kid for kid, k in keys.items())
+    assert set(keys) == {key_id(artifacts.key(s).public_key()) for s in ("a", "b", "poor")}
+    cards = {p.name: load_artifact(p).card for p in inbox.iterdir() if p.is_dir()}
+    assert sorted(cards) == ids
+    for card in cards.values():
+        verify_card(card, keys)
+    a_card = next(c for c in cards.values() if c.publisher == "a")
+    without_a = {kid: k for kid, k in keys.items() if kid != a_card.signer_key_id}
+    with pytest.raises(SignatureError):
+        verify_card(a_card, without_a)
+
+
+def test_customize_on_a_pulled_inbox_trusts_its_keys_file_by_default(
+    invoke: Callable[..., Result], artifacts: Any, tmp_path: Path, server: dict[str, Any]
+) -> None:
+    from pubsubml.cli.commands import app
+    from pubsubml.methods.pubsub.saved import load_customizer
+
+    inbox, ids = _pull_two_publishers(invoke, artifacts, tmp_path, server)
+    rng = np.random.default_rng(0)
+    age = rng.uniform(0, 100, 120)
+    data = pd.DataFrame({"age": age, "sex": rng.choice(["f", "m"], 120), "y": (age > 50) * 1})
+    data.to_csv(tmp_path / "rows.csv", index=False)
+    args = ["customize", str(tmp_path / "rows.csv"), "--label", "y", "--inbox", str(inbox),
+            "--own", "logistic", "--cv", "3", "--quiet", "--out"]  # fmt: skip
+
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "customized")])
+
+    assert r.exit_code == 0, r.output
+    received = load_customizer(tmp_path / "customized").models or []
+    assert sorted(m.model_id for m in received) == ids
+    (inbox / "trusted_keys.json").unlink()
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "again")])
+    assert r.exit_code == 2 and "trusted_keys.json" in r.stderr, r.output
+    assert not (tmp_path / "again").exists()

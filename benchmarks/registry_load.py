@@ -1,7 +1,7 @@
 """Load test of the registry over loopback: publish and feed-read throughput with p50/p99 latency.
 
 For each backend (SQLite file, PostgreSQL schema on 127.0.0.1:5432) the script starts
-``python -m pubsubml.registry serve`` as a subprocess, registers publisher and subscriber sites,
+``python -m pubsubml.cli.registry serve`` as a subprocess, registers publisher and subscriber sites,
 then drives it from one asyncio process with 1, 8 and 32 concurrent keep-alive HTTP/1.1
 connections (a minimal raw client, so the client costs little of the shared CPU):
 
@@ -183,7 +183,7 @@ def bench_backend(
     cmd = [
         sys.executable,
         "-m",
-        "pubsubml.registry",
+        "pubsubml.cli.registry",
         "serve",
         "--db",
         url,

@@ -154,6 +154,20 @@ def test_from_env_reads_every_limit_and_skips_empty_values(tmp_path: Path) -> No
     assert s.max_upload_bytes == DEFAULT_MAX_UPLOAD_BYTES
 
 
+@pytest.mark.parametrize(("raw", "on"), [("false", False), ("0", False), ("true", True)])
+def test_from_env_reads_the_feed_settings(raw: str, on: bool) -> None:
+    env = {
+        "PUBSUBML_ADMIN_TOKEN": STRONG,
+        "PUBSUBML_FEED_WAKEUPS": raw,
+        "PUBSUBML_FEED_POLL_INTERVAL": "2",
+    }
+
+    s = RegistrySettings.from_env(env)
+
+    assert s.feed_wakeups is on and s.feed_poll_interval == 2.0
+    assert RegistrySettings.from_env({"PUBSUBML_ADMIN_TOKEN": STRONG}).feed_wakeups is True
+
+
 def test_from_env_refuses_a_malformed_limit(tmp_path: Path) -> None:
     env = {"PUBSUBML_ADMIN_TOKEN": STRONG, "PUBSUBML_MAX_UPLOAD_BYTES": "lots"}
 

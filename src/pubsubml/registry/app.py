@@ -43,6 +43,7 @@ from pubsubml.registry.migrate import check_schema
 from pubsubml.registry.schemas import ErrorBody
 from pubsubml.registry.services.feed import FeedNotifier
 from pubsubml.registry.services.maintenance import collect_orphans
+from pubsubml.registry.services.wakeups import PostgresWakeups
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.ui import create_dashboard
@@ -124,9 +125,15 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         )
         state.validator.start()
         state.notifier.bind(asyncio.get_running_loop())
+        wakeups = None
+        if settings.feed_wakeups and not settings.is_sqlite:
+            wakeups = PostgresWakeups(settings.database_url, state.notifier.notify)
+            await run_in_threadpool(wakeups.start)
         try:
             yield
         finally:
+            if wakeups is not None:
+                await run_in_threadpool(wakeups.stop)
             if database is None:
                 state.database.dispose()
 

@@ -36,6 +36,8 @@ _ENV_LIMITS = (
     "publish_wait_seconds",
     "orphan_grace_seconds",
     "ui_session_max_age",
+    "feed_poll_interval",
+    "feed_wakeups",
 )
 _TRUE = frozenset({"1", "true", "yes"})
 _MIN_SESSION_SECRET_LENGTH = 32
@@ -65,8 +67,11 @@ class RegistrySettings(BaseModel):
     long_poll_max_seconds : float, default=60
         Upper bound on the ``timeout`` of a long poll.
     feed_poll_interval : float, default=0.5
-        How often a waiting reader re-reads the database, to see models committed by other
-        replicas (models committed by the same process wake readers at once).
+        How often a waiting reader re-reads the database anyway (models committed by the same
+        process, and on PostgreSQL by any replica, wake readers at once).
+    feed_wakeups : bool, default=True
+        On PostgreSQL, ``LISTEN`` for the feed commits of every replica
+        (:mod:`~pubsubml.registry.services.wakeups`; one extra connection per process).
     sse_heartbeat_seconds : float, default=15
         Interval of keep-alive comments on idle Server-Sent Events streams.
     orphan_grace_seconds : float, default=0
@@ -118,6 +123,7 @@ class RegistrySettings(BaseModel):
     max_upload_bytes: int = Field(default=DEFAULT_MAX_UPLOAD_BYTES, gt=0)
     long_poll_max_seconds: float = Field(default=60.0, gt=0)
     feed_poll_interval: float = Field(default=0.5, gt=0)
+    feed_wakeups: bool = True
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
     orphan_grace_seconds: float = Field(default=0.0, ge=0)
     validation_workers: int = Field(default=2, ge=1, le=64)
@@ -187,7 +193,8 @@ class RegistrySettings(BaseModel):
         ``PUBSUBML_VALIDATION_WORKERS``, ``PUBSUBML_VALIDATION_CPU_SECONDS``,
         ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
         ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``,
-        ``PUBSUBML_UI_SESSION_MAX_AGE``) override single settings, and so do the dashboard's
+        ``PUBSUBML_UI_SESSION_MAX_AGE``, ``PUBSUBML_FEED_POLL_INTERVAL``,
+        ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``)) override single settings, and so do the dashboard's
         ``PUBSUBML_UI_SESSION_SECRET`` and ``PUBSUBML_UI_COOKIE_SECURE`` (``1``/``true``).
         Overrides that are ``None`` are ignored.
         """

@@ -32,6 +32,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import lock_feed_clock
+from pubsubml.registry.services.wakeups import notify_commit
 from pubsubml.registry.tables import (
     DeliveryRow,
     EventRow,
@@ -128,6 +129,7 @@ class FeedWriter:
         self.session = session
         self._clock = lock_feed_clock(session)
         self.position = int(self._clock.position)
+        self._start = self.position
 
     def next_position(self) -> int:
         """Reserve the next feed position."""
@@ -166,9 +168,13 @@ class FeedWriter:
         return pos
 
     def close(self) -> None:
-        """Store the clock (call once, after the last append, before the commit)."""
+        """Store the clock (call once, after the last append, before the commit); on PostgreSQL,
+        queue the notification that wakes the other replicas' readers at commit
+        (:mod:`~pubsubml.registry.services.wakeups`)."""
         self._clock.position = self.position
         self.session.flush()
+        if self.position != self._start:
+            notify_commit(self.session, self.position)
 
 
 def read_deliveries(
@@ -230,8 +236,9 @@ class FeedNotifier:
 
     Readers take a :meth:`ticket` *before* reading the database and wait on it; a commit that
     happens after the ticket was taken sets it, so no wake-up falls between the read and the wait.
-    Commits by other processes (other replicas) are seen by re-reading every
-    ``feed_poll_interval`` seconds.
+    Commits by other processes (other replicas) set it too on PostgreSQL, through
+    :class:`~pubsubml.registry.services.wakeups.PostgresWakeups`; readers also re-read every
+    ``feed_poll_interval`` seconds, the fallback when no notification arrives.
     """
 
     def __init__(self) -> None:

@@ -49,7 +49,7 @@ from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.ui import create_dashboard
 from pubsubml.registry.upload_lock import UploadLock
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "create_app_from_env"]
 
 
 #: Error answers any operation may give, all with the :class:`ErrorBody` shape (documented once,
@@ -148,3 +148,9 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
     app.include_router(_router())
     app.mount("/ui", create_dashboard(state))
     return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The registry app with :meth:`RegistrySettings.from_env` settings: the factory each worker
+    process of ``pubsubml registry serve --workers N`` calls."""
+    return create_app(RegistrySettings.from_env())

@@ -4,8 +4,15 @@ answers or fails after its timeout."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
+import pytest
 
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema, head_revision
@@ -59,3 +66,75 @@ def test_wait_gives_up_with_an_error_after_the_timeout(support: Any) -> None:
     assert r.exit_code == 1, r.output
     assert r.stdout == ""
     assert r.stderr.startswith("error:") and f"no registry answered at {url}" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_serve_with_two_workers_shares_one_port_and_wakes_across_workers(
+    backend: Any, tmp_path: Path, support: Any, artifacts: Any
+) -> None:
+    """Two worker processes answer on one port with one admin token and one store; a long poll
+    answered by one worker is woken by a publish another worker committed."""
+    import threading
+
+    from pubsubml.registry.client import RegistryClient
+
+    port = support.free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pubsubml.cli.registry", "serve", "--db", backend.url),
+            *("--store", str(tmp_path / "store"), "--port", str(port), "--workers", "2"),
+            *("--log-level", "warning"),
+        ],
+        env={
+            **os.environ,
+            "PUBSUBML_ADMIN_TOKEN": support.ADMIN_TOKEN,
+            "PUBSUBML_FEED_POLL_INTERVAL": "30",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        support.wait_healthy(base, proc=proc)
+        with RegistryClient(base, support.ADMIN_TOKEN) as admin:
+            admin.add_features(support.DICTIONARY.features)
+            tokens = {
+                s: admin.add_site(
+                    s, public_key=artifacts.public_key(s), epsilon_budget=50.0, delta_budget=1e-5
+                )["token"]
+                for s in ("a", "b")
+            }
+        with RegistryClient(base, tokens["b"]) as b:
+            sub = b.subscribe("b", "*", task="classification", classes=[0, 1])
+            for _ in range(10):  # new connections, answered by either worker: one token
+                r = httpx.get(f"{base}/v1/subscriptions/{sub}", headers=b_headers(tokens))
+                assert r.status_code == 200
+            answered: list[Any] = []
+
+            def long_poll() -> None:
+                answered.append((b.poll(sub, after=0, timeout=25), time.monotonic()))
+
+            reader = threading.Thread(target=long_poll)
+            started = time.monotonic()
+            reader.start()
+            time.sleep(1.0)
+            published = []
+            with RegistryClient(base, tokens["a"]) as a:
+                for seed in range(4):  # new connections, spread over the workers
+                    art = artifacts("a", seed=300 + seed)
+                    published.append(a.publish_model(art.card, art.weights)["model_id"])
+            reader.join(40)
+        items, when = answered[0]
+        assert items and items[0].model_id == published[0]
+        assert when - started < 15.0  # woken by the commit, not by a re-read after 30 s
+        with RegistryClient(base, tokens["b"]) as b:
+            assert [i.model_id for i in b.poll(sub, after=0, limit=10)] == published
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def b_headers(tokens: dict[str, str]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tokens['b']}"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,6 +65,14 @@ def serve_command(
         bool, typer.Option("--migrate", help="Upgrade the schema before serving.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes on one port (with PostgreSQL they wake each other's "
+            "waiting readers; with SQLite they see each other's models at the next re-read).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN)."""
     import uvicorn
@@ -90,11 +98,37 @@ def serve_command(
         database.dispose()
         err_console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from None
+    if workers > 1:
+        database.dispose()
+        os.environ.update(_worker_environment(settings))
+        uvicorn.run(
+            "pubsubml.registry.app:create_app_from_env",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=5,
+        )
+        return
     app = create_app(settings, database=database)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     finally:
         database.dispose()
+
+
+def _worker_environment(settings: Any) -> dict[str, str]:
+    """The settings every worker process must share, as the variables ``from_env`` reads (the
+    admin token and the dashboard's session secret too: a random one per worker would differ)."""
+    return {
+        "PUBSUBML_REGISTRY_DB": settings.database_url,
+        "PUBSUBML_REGISTRY_STORE": str(settings.store_dir),
+        "PUBSUBML_ADMIN_TOKEN": settings.admin_token.get_secret_value(),
+        "PUBSUBML_UI_SESSION_SECRET": settings.ui_session_secret.get_secret_value(),
+        "PUBSUBML_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
+        "PUBSUBML_REGISTRY_DEV": "1" if settings.dev else "",
+    }
 
 
 @registry_app.command("wait")

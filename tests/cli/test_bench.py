@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -13,9 +15,10 @@ from pubsubml.cli import app
 from pubsubml.cli.bench import experiment_command, register_experiments
 from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.catalog import EXPERIMENTS
+from pubsubml.experiments.executors import RayBackend
 from pubsubml.experiments.runner import Record
 
-COMMON = ["seeds", "folds", "jobs", "smoke", "out_dir"]
+COMMON = ["seeds", "folds", "jobs", "executor", "address", "smoke", "out_dir"]
 
 
 def test_bench_lists_every_experiment_once() -> None:
@@ -86,3 +89,41 @@ def test_bad_options_exit_2_with_one_line_and_write_nothing(tmp_path: Path) -> N
         result = CliRunner().invoke(_toy_app(), ["toy", *args, "--out-dir", str(tmp_path / "o")])
         assert result.exit_code == 2 and message in result.output, (args, result.output)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_executor_options_exit_2_and_write_nothing(tmp_path: Path) -> None:
+    for args, message in (
+        (["--executor", "dask"], "unknown executor 'dask'"),
+        (["--address", "auto"], "address applies to the ray executor only"),
+    ):
+        result = CliRunner().invoke(_toy_app(), ["toy", *args, "--out-dir", str(tmp_path / "o")])
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """One local Ray instance with 2 CPUs for the module; the command finds it running."""
+    backend = RayBackend(jobs=2)
+    try:
+        backend.__enter__()
+    except ImportError:
+        raise
+    except Exception as exc:  # a sandbox without shared memory or sockets, say
+        pytest.skip(f"Ray cannot start on this machine: {exc}")
+    yield
+    backend.__exit__(None, None, None)
+
+
+def test_executor_ray_writes_the_same_table(tmp_path: Path, ray_session: None) -> None:
+    args = ["toy", "--seeds", "2", "--scale", "2"]
+    tables = []
+    for executor in ("process", "ray"):
+        out = tmp_path / executor
+        result = CliRunner().invoke(
+            _toy_app(), [*args, "--executor", executor, "--out-dir", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        tables.append(pd.read_csv(out / "toy.csv"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert tables[1]["score"].tolist() == [0, 2, 2, 4]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from pubsubml.experiments.executors import RayBackend
 from pubsubml.experiments.reports import summarize
 from pubsubml.experiments.runner import Record, kfold_indices, run_grid
 
@@ -78,3 +80,41 @@ def test_kfold_indices_partition_the_rows_and_stratify() -> None:
     assert np.array_equal(a, b)
     with pytest.raises(ValueError):
         kfold_indices(10, 5, 5, seed=0)
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[None]:
+    """One local Ray instance with 2 CPUs for the module; ``run_grid`` finds it running."""
+    backend = RayBackend(jobs=2)
+    try:
+        backend.__enter__()
+    except ImportError:
+        raise
+    except Exception as exc:  # a sandbox without shared memory or sockets, say
+        pytest.skip(f"Ray cannot start on this machine: {exc}")
+    yield
+    backend.__exit__(None, None, None)
+
+
+def test_ray_and_the_process_pool_give_the_same_table(ray_session: None) -> None:
+    grid = [{"offset": 0.0}, {"offset": 1.0}]
+    serial = run_grid(fake_method, seeds=2, folds=3, grid=grid, progress=False)
+    on_ray = run_grid(
+        fake_method, seeds=2, folds=3, grid=grid, jobs=2, executor="ray", progress=False
+    )
+    pd.testing.assert_frame_equal(on_ray, serial)  # and so the pool's (the test above)
+    assert on_ray[["offset", "seed", "fold"]].drop_duplicates().values.tolist() == [
+        [o, s, f] for o in (0.0, 1.0) for s in (0, 1) for f in (0, 1, 2)
+    ]
+
+
+def test_a_bad_record_on_ray_raises_the_same_error(ray_session: None) -> None:
+    with pytest.raises(ValueError, match="redefine"):
+        run_grid(_clashing, folds=1, executor="ray", progress=False)
+
+
+def test_bad_executor_choices_are_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown executor 'threads'"):
+        run_grid(fake_method, folds=1, executor="threads", progress=False)
+    with pytest.raises(ValueError, match="address applies to the ray executor only"):
+        run_grid(fake_method, folds=1, address="auto", progress=False)

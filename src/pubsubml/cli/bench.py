@@ -2,9 +2,10 @@
 
 :func:`register_experiments` adds a command for every
 :class:`~pubsubml.experiments.base.Experiment` of :data:`pubsubml.experiments.catalog.EXPERIMENTS`.
-Every command takes ``--seeds --folds --jobs --smoke --out-dir`` and the experiment's own
-:class:`~pubsubml.experiments.base.Param` options, exits with code 2 and one line on bad options
-(before anything runs or is written), and runs its small networks with one torch thread.
+Every command takes ``--seeds --folds --jobs --executor --address --smoke --out-dir`` and the
+experiment's own :class:`~pubsubml.experiments.base.Param` options, exits with code 2 and one line
+on bad options (before anything runs or is written), and runs its small networks with one torch
+thread.  ``--executor ray`` runs the tasks on Ray (:mod:`pubsubml.experiments.executors`).
 """
 
 from __future__ import annotations
@@ -47,14 +48,16 @@ def _one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-_COMMON = ("seeds", "folds", "jobs", "smoke", "out_dir")
+_COMMON = ("seeds", "folds", "jobs", "executor", "address", "smoke", "out_dir")
 
 
-def _option(name: str, annotation: Any, default: Any, *flags: str, help: str) -> inspect.Parameter:
+def _option(
+    name: str, annotation: Any, default: Any, *flags: str, help: str, metavar: str | None = None
+) -> inspect.Parameter:
     return inspect.Parameter(
         name,
         inspect.Parameter.KEYWORD_ONLY,
-        default=typer.Option(default, *flags, help=help),
+        default=typer.Option(default, *flags, help=help, metavar=metavar),
         annotation=annotation,
     )
 
@@ -67,7 +70,7 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
     >>> from pubsubml.experiments.catalog import EXPERIMENTS
     >>> import inspect
     >>> list(inspect.signature(experiment_command(EXPERIMENTS["pubsub-scenarios"])).parameters)
-    ['seeds', 'folds', 'jobs', 'smoke', 'out_dir', 'turns', 'fl_dp']
+    ['seeds', 'folds', 'jobs', 'executor', 'address', 'smoke', 'out_dir', 'turns', 'fl_dp']
     """
     fold_flags = ["--folds", *(f"--{a}" for a in exp.fold_aliases)]
     fold_default = f"default {exp.folds}" + (
@@ -92,6 +95,22 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
         ),
         _option("jobs", int, 1, "--jobs", help="Worker processes (results do not depend on it)."),
         _option(
+            "executor",
+            str,
+            "process",
+            "--executor",
+            metavar="[process|ray]",
+            help="Where the tasks run: a local process pool or Ray (results do not depend on it).",
+        ),
+        _option(
+            "address",
+            Optional[str],  # noqa: UP045 (typer reads the annotation at run time)
+            None,
+            "--address",
+            help="Ray cluster to join ('auto', 'ray://HOST:10001'); default: start Ray here. "
+            "Only with --executor ray.",
+        ),
+        _option(
             "smoke",
             bool,
             False,
@@ -114,7 +133,7 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
         try:  # every bad option is refused here, before anything runs or is written
             opts = exp.options(**values)
             check_out_dir(out_dir)
-        except ValueError as exc:
+        except (ValueError, ImportError) as exc:
             fail(f"{exp.name}: {exc}")
         with _one_torch_thread():
             written = exp.run(out_dir, opts)

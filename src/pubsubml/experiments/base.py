@@ -10,10 +10,10 @@ Every evaluation of the five papers is one :class:`Experiment`:
   :func:`~pubsubml.experiments.reports.write_results`.
 
 :meth:`Experiment.run` ties them together with :func:`~pubsubml.experiments.runner.run_grid`
-(seeds × folds × settings, in a process pool with ``jobs > 1``).  The catalog
+(seeds × folds × settings, in a process pool with ``jobs > 1`` or on Ray).  The catalog
 (:mod:`pubsubml.experiments.catalog`) registers each experiment once, and ``pubsubml bench NAME``
-builds one command per entry with the same options everywhere: ``--seeds --folds --jobs --out-dir
---smoke`` and the experiment's own :class:`Param` options.
+builds one command per entry with the same options everywhere: ``--seeds --folds --jobs
+--executor --address --smoke --out-dir`` and the experiment's own :class:`Param` options.
 
 An experiment whose measurement is not cross-validated (a simulation, a run scored on an external
 test set) declares what its second index means in ``folds_help`` (repeats, or one run: ``folds=1``).
@@ -43,6 +43,7 @@ from typing import Any
 
 import pandas as pd
 
+from pubsubml.experiments.executors import make_executor
 from pubsubml.experiments.reports import check_out_dir
 from pubsubml.experiments.runner import Record, run_grid
 
@@ -127,6 +128,10 @@ class RunOptions:
         Show a progress bar.
     params : mapping
         The experiment's :class:`Param` values by name.
+    executor : {"process", "ray"}
+        Where the tasks run (:mod:`pubsubml.experiments.executors`); results do not depend on it.
+    address : str, optional
+        The Ray cluster to join; ``None`` starts Ray on this machine (ray only).
     """
 
     seeds: int = 1
@@ -135,6 +140,8 @@ class RunOptions:
     smoke: bool = False
     progress: bool = True
     params: Mapping[str, Any] = field(default_factory=dict)
+    executor: str = "process"
+    address: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +201,8 @@ class Experiment:
         seeds: int | None = None,
         folds: int | None = None,
         jobs: int = 1,
+        executor: str = "process",
+        address: str | None = None,
         smoke: bool = False,
         progress: bool = True,
         **params: Any,
@@ -203,8 +212,10 @@ class Experiment:
         Raises
         ------
         ValueError
-            A count below its minimum, an unknown or invalid parameter, or a combination that
-            ``check`` refuses.
+            A count below its minimum, an unknown executor, an address without ray, an unknown or
+            invalid parameter, or a combination that ``check`` refuses.
+        ImportError
+            ``executor="ray"`` without Ray installed.
         """
         if seeds is None:
             seeds = self.smoke_seeds if smoke and self.smoke_seeds is not None else self.seeds
@@ -225,7 +236,13 @@ class Experiment:
         if unknown:
             raise ValueError(f"{self.name} takes no option(s) {unknown}; it takes {sorted(known)}")
         values = {n: p.check(params.get(n, p.default)) for n, p in known.items()}
-        opts = RunOptions(seeds, folds, int(jobs), bool(smoke), bool(progress), values)
+        try:
+            make_executor(executor, int(jobs), address)  # checks the choice; starts nothing
+        except ValueError as exc:
+            raise ValueError(f"--executor/--address: {exc}") from None
+        opts = RunOptions(
+            seeds, folds, int(jobs), bool(smoke), bool(progress), values, executor, address
+        )
         if self.check is not None:
             self.check(opts)
         return opts
@@ -240,6 +257,8 @@ class Experiment:
             jobs=options.jobs,
             description=self.name,
             progress=options.progress,
+            executor=options.executor,
+            address=options.address,
         )
 
     def run(self, out_dir: Path | str, options: RunOptions | None = None) -> list[Path]:

@@ -1,9 +1,10 @@
-"""The experiment runner: seeds × folds × parameter grid, run in a process pool.
+"""The experiment runner: seeds × folds × parameter grid, run in a process pool or on Ray.
 
 A measurement is a top-level function ``fn(seed, fold, **params) -> list[Record]`` that measures
 one fold of one seed under one parameter setting; :func:`run_grid` runs every combination (in a
-process pool with ``jobs > 1``) and returns the records as one table.  The paper reports "average
-results with standard errors using the 5-fold cross-validation" (pubsub-ml.txt §7.4);
+process pool with ``jobs > 1``, or as Ray tasks with ``executor="ray"``: see
+:mod:`pubsubml.experiments.executors`) and returns the records as one table.  The paper reports
+"average results with standard errors using the 5-fold cross-validation" (pubsub-ml.txt §7.4);
 :func:`kfold_indices` gives the folds, and :mod:`pubsubml.experiments.reports` the mean ± standard
 error and the files.  :class:`~pubsubml.experiments.base.Experiment` puts the pieces together.
 
@@ -18,28 +19,19 @@ Examples
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import KFold, StratifiedKFold
 
+from pubsubml.experiments.executors import make_executor
+
 __all__ = ["Record", "kfold_indices", "run_grid"]
 
 Record = dict[str, Any]
 _RESERVED = ("seed", "fold")
-
-
-def _init_worker() -> None:
-    """One BLAS/torch thread per worker process: the pool provides the parallelism."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def _call(
@@ -74,13 +66,16 @@ def run_grid(
     jobs: int = 1,
     description: str = "",
     progress: bool = True,
+    executor: str = "process",
+    address: str | None = None,
 ) -> pd.DataFrame:
     """Run ``fn(seed, fold, **params)`` for every seed, fold and parameter setting.
 
     Parameters
     ----------
     fn : callable
-        A top-level function (picklable, for ``jobs > 1``) returning a list of records (dicts).
+        A top-level function (picklable, for ``jobs > 1`` or Ray) returning a list of records
+        (dicts).
     seeds : int or sequence of int, default=1
         ``n`` means seeds ``0 … n-1``.
     folds : int, default=5
@@ -89,11 +84,18 @@ def run_grid(
     grid : sequence of dict, default=({},)
         Extra keyword arguments; one task per (setting, seed, fold).
     jobs : int, default=1
-        Worker processes; tasks are independent, so results do not depend on ``jobs``.
+        Worker processes (Ray: CPUs of the instance started here); tasks are independent and
+        seeded, so results do not depend on ``jobs``.
     description : str
         Label of the progress bar.
     progress : bool, default=True
         Show a rich progress bar.
+    executor : {"process", "ray"}, default="process"
+        Where the tasks run (:func:`~pubsubml.experiments.executors.make_executor`); results do
+        not depend on it.
+    address : str, optional
+        The Ray cluster to join (``"auto"``, ``"ray://host:10001"``); ``None`` starts Ray on this
+        machine.  Ray only.
 
     Returns
     -------
@@ -104,30 +106,23 @@ def run_grid(
     Raises
     ------
     ValueError
-        ``seeds``, ``folds`` or ``jobs`` below 1, or a record that redefines ``seed``, ``fold`` or a
-        parameter.
+        ``seeds``, ``folds`` or ``jobs`` below 1, an unknown ``executor``, an ``address`` without
+        Ray, or a record that redefines ``seed``, ``fold`` or a parameter.
+    ImportError
+        ``executor="ray"`` without Ray installed.
     """
     if folds < 1 or jobs < 1:
         raise ValueError(f"folds and jobs must be >= 1, got {folds} and {jobs}")
     tasks = [
         (int(s), f, dict(p)) for p in (grid or ({},)) for s in _seeds(seeds) for f in range(folds)
     ]
+    pool = make_executor(executor, jobs, address)
     results: list[list[Record]] = [[] for _ in tasks]
-    with _progress(progress) as bar:
+    with pool, _progress(progress) as bar:
         task_id = bar.add_task(description or getattr(fn, "__name__", "run"), total=len(tasks))
-        if jobs == 1:
-            for i, (s, f, p) in enumerate(tasks):
-                results[i] = _call(fn, s, f, p)
-                bar.advance(task_id)
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker) as pool:
-                futures: dict[Future[list[Record]], int] = {
-                    pool.submit(_call, fn, s, f, p): i for i, (s, f, p) in enumerate(tasks)
-                }
-                for fut in as_completed(futures):
-                    results[futures[fut]] = fut.result()
-                    bar.advance(task_id)
+        for i, records in pool.submit(_call, [(fn, s, f, p) for s, f, p in tasks]):
+            results[i] = records  # by index: the order does not depend on when tasks finished
+            bar.advance(task_id)
     return pd.DataFrame([r for rs in results for r in rs])
 
 

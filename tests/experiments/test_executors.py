@@ -1,0 +1,117 @@
+"""Executors: the process pool and Ray run the same tasks and hand back every result by index."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from pubsubml.experiments.executors import (
+    EXECUTORS,
+    Executor,
+    ProcessPoolBackend,
+    RayBackend,
+    make_executor,
+)
+
+
+def probe(x: int) -> tuple[int, int]:
+    """``x²`` and the worker's torch threads."""
+    import torch
+
+    return x * x, torch.get_num_threads()
+
+
+def where(x: int) -> tuple[int, int]:
+    return x, os.getpid()
+
+
+def refuse(x: int) -> int:
+    if x == 2:
+        raise ValueError(f"task {x} refuses")
+    return x
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[RayBackend]:
+    """One local Ray instance with 2 CPUs for the module; the backends below find it running."""
+    backend = RayBackend(jobs=2)
+    try:
+        backend.__enter__()
+    except ImportError:
+        raise
+    except Exception as exc:  # a sandbox without shared memory or sockets, say
+        pytest.skip(f"Ray cannot start on this machine: {exc}")
+    yield backend
+    backend.__exit__(None, None, None)
+
+
+def _run(pool: Executor, n: int = 5) -> dict[int, tuple[int, int]]:
+    with pool:
+        pairs = list(pool.submit(probe, [(x,) for x in range(n)]))
+    assert sorted(i for i, _ in pairs) == list(range(n))  # every index exactly once
+    return dict(pairs)
+
+
+def test_one_job_runs_in_this_process_in_order() -> None:
+    with make_executor("process", jobs=1) as pool:
+        pairs = list(pool.submit(where, [(x,) for x in range(4)]))
+    assert pairs == [(i, (i, os.getpid())) for i in range(4)]
+
+
+def test_process_pool_workers_use_one_thread() -> None:
+    results = _run(make_executor("process", jobs=2))
+    assert results == {x: (x * x, 1) for x in range(5)}
+
+
+def test_ray_gives_the_process_pool_results(ray_session: RayBackend) -> None:
+    results = _run(make_executor("ray", jobs=2))
+    assert results == {x: (x * x, 1) for x in range(5)}
+
+
+def test_ray_workers_run_elsewhere_and_a_running_ray_stays_up(ray_session: RayBackend) -> None:
+    import ray
+
+    with RayBackend(jobs=1) as pool:
+        pids = {pid for _, (_, pid) in pool.submit(where, [(x,) for x in range(3)])}
+    assert os.getpid() not in pids
+    assert ray.is_initialized()  # started by the fixture, not by this backend: left running
+
+
+def test_a_failing_task_raises_its_error(ray_session: RayBackend) -> None:
+    for pool in (make_executor("process", jobs=1), make_executor("ray", jobs=2)):
+        with pytest.raises(ValueError, match="task 2 refuses"), pool:
+            list(pool.submit(refuse, [(x,) for x in range(4)]))
+
+
+def test_bad_choices_are_refused_before_anything_starts() -> None:
+    assert EXECUTORS == ("process", "ray")
+    with pytest.raises(ValueError, match="unknown executor 'dask'"):
+        make_executor("dask", jobs=2)
+    with pytest.raises(ValueError, match="address applies to the ray executor only"):
+        make_executor("process", jobs=2, address="auto")
+    for name in EXECUTORS:
+        with pytest.raises(ValueError, match="jobs must be >= 1"):
+            make_executor(name, jobs=0)
+    with pytest.raises(RuntimeError, match="with block"):
+        next(iter(ProcessPoolBackend(jobs=2).submit(where, [(1,)])))
+
+
+def test_missing_ray_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    with pytest.raises(ImportError, match="pip install ray"):
+        make_executor("ray", jobs=2)
+
+
+def test_the_package_and_cli_do_not_import_ray() -> None:
+    code = (
+        "import sys, pubsubml, pubsubml.cli, pubsubml.experiments.catalog, "
+        "pubsubml.experiments.executors; print('ray' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "False"

@@ -15,6 +15,10 @@ connections (a minimal raw client, so the client costs little of the shared CPU)
 Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
 
     .venv/bin/python benchmarks/registry_load.py [--backends sqlite,postgresql] [--seconds 4]
+        [--workers 1,2]
+
+``--workers`` runs the server with that many processes (``pubsubml registry serve --workers``);
+``postgresql×2`` in the table is PostgreSQL with two.
 """
 
 from __future__ import annotations
@@ -172,7 +176,7 @@ async def run_level(
 
 
 def bench_backend(
-    name: str, url: str, seconds: float, workdir: Path
+    name: str, url: str, seconds: float, workdir: Path, workers: int = 1
 ) -> list[tuple[str, int, dict[str, float]]]:
     db = Database(url)
     upgrade(db)
@@ -193,6 +197,8 @@ def bench_backend(
         str(port),
         "--log-level",
         "error",
+        "--workers",
+        str(workers),
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     rows: list[tuple[str, int, dict[str, float]]] = []
@@ -306,30 +312,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--seconds", type=float, default=4.0, help="Upper bound per measurement.")
+    parser.add_argument(
+        "--workers", default="1", help="Server processes, e.g. '1,2' to measure both."
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
     results: dict[str, list[tuple[str, int, dict[str, float]]]] = {}
-    for name in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            if name == "sqlite":
-                results[name] = bench_backend(
-                    name, f"sqlite:///{Path(tmp) / 'registry.db'}", args.seconds, Path(tmp)
-                )
-            else:
+    for workers in (int(w) for w in args.workers.split(",")):
+        for name in args.backends.split(","):
+            label = name if workers == 1 else f"{name}×{workers}"
+            with tempfile.TemporaryDirectory() as tmp:
+                if name == "sqlite":
+                    url = f"sqlite:///{Path(tmp) / 'registry.db'}"
+                    results[label] = bench_backend(label, url, args.seconds, Path(tmp), workers)
+                    continue
                 found = postgres_url()
                 if found is None:
                     print("  [postgresql] no server on 127.0.0.1:5432: skipped")
                     continue
                 url, drop = found
                 try:
-                    results[name] = bench_backend(name, url, args.seconds, Path(tmp))
+                    results[label] = bench_backend(label, url, args.seconds, Path(tmp), workers)
                 finally:
                     drop()
     print()
     print(
-        f"{'backend':<11}{'operation':<10}{'clients':>8}{'requests':>10}{'req/s':>10}{'p50 ms':>9}"
+        f"{'backend':<15}{'operation':<10}{'clients':>8}{'requests':>10}{'req/s':>10}{'p50 ms':>9}"
         f"{'p99 ms':>9}{'errors':>8}{'vs health':>11}"
     )
     for name, rows in results.items():
@@ -337,7 +347,7 @@ def main() -> None:
         for op, lvl, s in rows:
             ratio = s["rps"] / ceiling[lvl] if ceiling.get(lvl) else float("nan")
             print(
-                f"{name:<11}{op:<10}{lvl:>8}{int(s['n']):>10}{s['rps']:>10.0f}{s['p50']:>9.2f}"
+                f"{name:<15}{op:<10}{lvl:>8}{int(s['n']):>10}{s['rps']:>10.0f}{s['p50']:>9.2f}"
                 f"{s['p99']:>9.2f}{int(s['errors']):>8}{ratio:>11.2f}"
             )
 

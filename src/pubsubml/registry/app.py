@@ -42,6 +42,7 @@ from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema
 from pubsubml.registry.schemas import ErrorBody
 from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.services.wakeups import PostgresWakeups
 from pubsubml.registry.settings import RegistrySettings
@@ -97,12 +98,14 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         database is unmigrated or newer than this code.
     """
     db = database if database is not None else Database(settings.database_url)
+    store = ArtifactStore(settings.store_dir)
+    upload_lock = UploadLock(db, settings.store_dir, timeout=settings.publish_wait_seconds)
     state = RegistryState(
         settings=settings,
         database=db,
-        store=ArtifactStore(settings.store_dir),
+        store=store,
         notifier=FeedNotifier(),
-        upload_lock=UploadLock(db, settings.store_dir, timeout=settings.publish_wait_seconds),
+        upload_lock=upload_lock,
         validator=shared_pool(
             settings.validation_workers,
             cpu_seconds=settings.validation_cpu_seconds,
@@ -111,6 +114,7 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
             wait_seconds=settings.publish_wait_seconds,
         ),
         publish_slots=asyncio.Semaphore(settings.max_concurrent_publishes),
+        committer=GroupCommitter(db, upload_lock, max_group=settings.publish_group_max),
     )
 
     @asynccontextmanager

@@ -38,6 +38,7 @@ _ENV_LIMITS = (
     "ui_session_max_age",
     "feed_poll_interval",
     "feed_wakeups",
+    "publish_group_max",
 )
 _TRUE = frozenset({"1", "true", "yes"})
 _MIN_SESSION_SECRET_LENGTH = 32
@@ -69,6 +70,9 @@ class RegistrySettings(BaseModel):
     feed_poll_interval : float, default=0.5
         How often a waiting reader re-reads the database anyway (models committed by the same
         process, and on PostgreSQL by any replica, wake readers at once).
+    publish_group_max : int, default=16
+        Most concurrent publishes committed in one transaction (group commit,
+        :mod:`~pubsubml.registry.services.group_commit`); 1 commits each alone.
     feed_wakeups : bool, default=True
         On PostgreSQL, ``LISTEN`` for the feed commits of every replica
         (:mod:`~pubsubml.registry.services.wakeups`; one extra connection per process).
@@ -124,6 +128,7 @@ class RegistrySettings(BaseModel):
     long_poll_max_seconds: float = Field(default=60.0, gt=0)
     feed_poll_interval: float = Field(default=0.5, gt=0)
     feed_wakeups: bool = True
+    publish_group_max: int = Field(default=16, ge=1, le=1000)
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
     orphan_grace_seconds: float = Field(default=0.0, ge=0)
     validation_workers: int = Field(default=2, ge=1, le=64)
@@ -194,7 +199,8 @@ class RegistrySettings(BaseModel):
         ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
         ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``,
         ``PUBSUBML_UI_SESSION_MAX_AGE``, ``PUBSUBML_FEED_POLL_INTERVAL``,
-        ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``)) override single settings, and so do the dashboard's
+        ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``), ``PUBSUBML_PUBLISH_GROUP_MAX``) override
+        single settings, and so do the dashboard's
         ``PUBSUBML_UI_SESSION_SECRET`` and ``PUBSUBML_UI_COOKIE_SECURE`` (``1``/``true``).
         Overrides that are ``None`` are ignored.
         """

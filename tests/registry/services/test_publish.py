@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
 from pubsubml.errors import (
+    ConflictError,
     DataValidationError,
     PermissionDeniedError,
     PrivacyBudgetExceededError,
@@ -26,10 +27,11 @@ from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate
 from pubsubml.registry.services.features import add_features
-from pubsubml.registry.services.feed import read_deliveries
+from pubsubml.registry.services.feed import FeedWriter, read_deliveries
 from pubsubml.registry.services.ledger import count_releases
 from pubsubml.registry.services.publish import (
     Publication,
+    commit_group,
     commit_publication,
     parse_card,
     prepare_publication,
@@ -280,3 +282,84 @@ def test_publish_model_is_idempotent_and_validates_once(env: Env) -> None:
     assert (first.created, second.created) == (True, False)
     assert second.model_dump(exclude={"created"}) == first.model_dump(exclude={"created"})
     assert env.validator.calls == 1
+
+
+# ---- commit_group ----------------------------------------------------------------------------
+def _group(env: Env, pubs: list[Publication]) -> list[bool | BaseException]:
+    return commit_group(env.db, env.store, env.lock, pubs)
+
+
+def test_a_group_commits_together_and_a_failing_member_rolls_back_alone(env: Env) -> None:
+    with env.db.write() as s:
+        sub = create_subscription(
+            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
+        ).id
+    env.add_site("poor", epsilon=1.0)  # room for one Gaussian release, not two
+    arts = [
+        env.artifacts("a", seed=401),
+        env.artifacts("poor", seed=402),
+        env.artifacts("poor", seed=403),  # over budget once the previous one is in
+        env.artifacts("c", seed=404),
+    ]
+    pubs = [env.prepare(art, art.card.publisher) for art in arts]
+    assert all(isinstance(p, Publication) for p in pubs)
+
+    results = _group(env, pubs)  # type: ignore[arg-type]
+
+    assert results[0] is True and results[1] is True and results[3] is True
+    assert isinstance(results[2], PrivacyBudgetExceededError)
+    committed = {arts[i].card.model_id for i in (0, 1, 3)}
+    with env.db.read() as s:
+        assert set(s.execute(select(ModelRow.id)).scalars()) == committed
+        assert set(s.execute(select(LedgerEntryRow.model_id)).scalars()) == committed
+        assert {m for _, m, _ in read_deliveries(s, sub, after=0, limit=10)} == committed
+        events = s.execute(select(EventRow.model_id).where(EventRow.model_id.is_not(None)))
+        assert set(events.scalars()) == committed
+    assert len(env.store.keys()) == 3 and env.store.tmp_files() == []
+
+
+def test_a_conflicting_member_rolls_back_alone(env: Env) -> None:
+    art = env.artifacts("a", seed=405)
+    stolen = env.artifacts.resign(art.card, art.weights, "b", publisher="b")
+    other = env.artifacts("c", seed=406)
+    pubs = [env.prepare(a, a.card.publisher) for a in (art, stolen, other)]
+
+    results = _group(env, pubs)  # type: ignore[arg-type]
+
+    assert results[0] is True and results[2] is True
+    assert isinstance(results[1], ConflictError)
+    with env.db.read() as s:
+        assert set(s.execute(select(ModelRow.id)).scalars()) == {
+            art.card.model_id,
+            other.card.model_id,
+        }
+    assert len(env.store.keys()) == 2
+
+
+def test_a_failed_transaction_commits_no_member_and_leaves_no_file(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pubs = [env.prepare(env.artifacts(s, seed=k), s) for s, k in (("a", 407), ("b", 409))]
+    with env.lock.shared():  # its files exist from the first publish on
+        pass
+    before = env.snapshot()
+
+    def broken(self: Any) -> None:
+        raise RuntimeError("the database went away at commit time")
+
+    monkeypatch.setattr(FeedWriter, "close", broken)
+    results = _group(env, pubs)  # type: ignore[arg-type]
+
+    assert all(isinstance(r, RuntimeError) for r in results), results
+    assert env.snapshot() == before
+    assert not env.store.keys() and not env.store.tmp_files()
+
+
+def test_the_same_model_twice_in_one_group_is_published_once(env: Env) -> None:
+    art = env.artifacts("a", seed=408)
+    first, second = env.prepare(art, "a"), env.prepare(art, "a")
+
+    assert _group(env, [first, second]) == [True, False]  # type: ignore[list-item]
+    assert len(env.store.keys()) == 1
+    with env.db.read() as s:
+        assert count_releases(s, env.sites["a"].site_id) == 1

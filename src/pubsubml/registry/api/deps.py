@@ -21,6 +21,7 @@ from pubsubml.errors import PermissionDeniedError
 from pubsubml.registry.auth import Principal, hash_token
 from pubsubml.registry.database import Database
 from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
@@ -59,7 +60,7 @@ _PRINCIPAL_CACHE_SIZE = 10_000
 @dataclass
 class RegistryState:
     """What one registry process holds: settings, database, store, feed notifier, upload lock,
-    validation workers, publish slots, auth cache."""
+    validation workers, publish slots, the group committer, auth cache."""
 
     settings: RegistrySettings
     database: Database
@@ -68,6 +69,7 @@ class RegistryState:
     upload_lock: UploadLock
     validator: ValidationPool
     publish_slots: asyncio.Semaphore
+    committer: GroupCommitter
     principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
 
 

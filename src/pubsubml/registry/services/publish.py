@@ -7,7 +7,9 @@ memory limits (:mod:`pubsubml.artifacts.validation_pool`), the safe loader of th
 (no pickle, no ONNX external data, no unknown op domain, no loops) and ε recomputed by the PLD
 accountant from the card's DP events (a card may not claim less); then the feature dictionary
 and a trial charge of the site's ledger (RDP first, PLD when RDP is not enough).
-:func:`commit_publication` then, holding the upload lock shared (:mod:`pubsubml.registry.
+:func:`commit_publication` then (:func:`commit_group` for several at once: group commit, one
+transaction and one database fsync for concurrent publishes, a savepoint each), holding the upload
+lock shared (:mod:`pubsubml.registry.
 upload_lock`), writes the weights to a temporary file, fsyncs it, renames it into the store under
 a fresh key (fsync of the directory), and in ONE transaction holding the feed lock re-checks
 idempotency and the ledger, inserts the model, its ledger entry, the ``model.published`` event
@@ -27,6 +29,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -69,7 +72,9 @@ from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
     "Publication",
+    "commit_group",
     "commit_publication",
+    "committed_model",
     "parse_card",
     "prepare_publication",
     "publish_model",
@@ -296,11 +301,83 @@ def _is_committed(db: Database, storage_key: str) -> bool:
         return True
 
 
+def _commit_one(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> bool:
+    """Re-check and insert one publication in the open transaction; False if already there."""
+    if session.get(ModelRow, pub.card.model_id) is not None:
+        return False
+    other = session.execute(
+        select(ModelRow.id).where(ModelRow.weights_sha256 == pub.card.weights_sha256)
+    ).first()
+    if other is not None:
+        raise ConflictError(
+            f"weights with SHA-256 {pub.card.weights_sha256} are already published by another site"
+        )
+    if count_releases(session, pub.site_id) != pub.ledger_size:
+        site = session.get(SiteRow, pub.site_id)
+        assert site is not None
+        charge(session, site, pub.release)
+    _insert(session, writer, pub, storage_key)
+    return True
+
+
+def commit_group(
+    db: Database, store: ArtifactStore, lock: UploadLock, pubs: Sequence[Publication]
+) -> list[bool | BaseException]:
+    """Commit several publications in ONE transaction, each in its own SAVEPOINT (group commit).
+
+    Holding ``lock`` shared, every weights file is written, fsynced and renamed into the store;
+    then one transaction takes the feed lock once, re-checks and inserts each publication inside a
+    savepoint, and commits once (one commit, one fsync of the database for the group).  A
+    publication that fails its re-checks (a conflict, a budget a concurrent publish used first)
+    rolls back its savepoint only: the others commit.  If the transaction itself fails, none is
+    committed.  Files of publications that did not commit are removed.
+
+    Returns
+    -------
+    list of bool or BaseException
+        Per publication: True (published), False (it was already published) or its error.
+    """
+    results: list[bool | BaseException] = [False] * len(pubs)
+    staged: list[Any] = [None] * len(pubs)
+    with lock.shared():
+        try:
+            for i, pub in enumerate(pubs):
+                try:
+                    staged[i] = store.stage(pub.weights)
+                    store.promote(staged[i])  # durable; invisible until a row references it
+                except Exception as exc:
+                    results[i] = exc
+            with db.write() as session:
+                writer = FeedWriter(session)
+                for i, pub in enumerate(pubs):
+                    if isinstance(results[i], BaseException):
+                        continue
+                    try:
+                        with session.begin_nested():
+                            results[i] = _commit_one(session, writer, pub, staged[i].key)
+                    except Exception as exc:
+                        results[i] = exc
+                writer.close()
+        except BaseException as exc:  # the transaction failed: nothing committed
+            results = [r if isinstance(r, BaseException) else exc for r in results]
+            for item in staged:
+                if item is not None and not (item.promoted and _is_committed(db, item.key)):
+                    store.discard(item)
+            if not isinstance(exc, Exception):
+                raise
+            return results
+    for item, result in zip(staged, results, strict=True):
+        if item is not None and result is not True:
+            store.discard(item)
+    return results
+
+
 def commit_publication(
     db: Database, store: ArtifactStore, lock: UploadLock, principal: Principal, pub: Publication
 ) -> ModelPublic:
     """Store the weights durably, then commit model, ledger entry, event and deliveries at once,
-    holding ``lock`` shared throughout (see :mod:`pubsubml.registry.upload_lock`).
+    holding ``lock`` shared throughout (see :mod:`pubsubml.registry.upload_lock`): a group of one
+    (:func:`commit_group`).
 
     Raises
     ------
@@ -311,41 +388,19 @@ def commit_publication(
     ServiceBusyError
         A starting replica held the upload lock past its timeout.
     """
-    created = False
-    with lock.shared():
-        staged = None
-        try:
-            staged = store.stage(pub.weights)
-            store.promote(staged)  # durable before the commit; invisible until a row references it
-            with db.write() as session:
-                writer = FeedWriter(session)
-                if session.get(ModelRow, pub.card.model_id) is None:
-                    other = session.execute(
-                        select(ModelRow.id).where(
-                            ModelRow.weights_sha256 == pub.card.weights_sha256
-                        )
-                    ).first()
-                    if other is not None:
-                        raise ConflictError(
-                            f"weights with SHA-256 {pub.card.weights_sha256} are already "
-                            "published by another site"
-                        )
-                    if count_releases(session, pub.site_id) != pub.ledger_size:
-                        site = session.get(SiteRow, pub.site_id)
-                        assert site is not None
-                        charge(session, site, pub.release)
-                    _insert(session, writer, pub, staged.key)
-                    writer.close()
-                    created = True
-        except BaseException:
-            if staged is not None and not (staged.promoted and _is_committed(db, staged.key)):
-                store.discard(staged)
-            raise
-        if not created:
-            store.discard(staged)
+    (result,) = commit_group(db, store, lock, [pub])
+    return committed_model(db, principal, pub, result)
+
+
+def committed_model(
+    db: Database, principal: Principal, pub: Publication, result: bool | BaseException
+) -> ModelPublic:
+    """The published model as the publisher sees it (``created`` from ``result``), or the error."""
+    if isinstance(result, BaseException):
+        raise result
     with db.read() as session:
         public = get_model(session, principal, pub.card.model_id)
-    return public.model_copy(update={"created": created})
+    return public.model_copy(update={"created": result})
 
 
 def publish_model(
@@ -359,9 +414,12 @@ def publish_model(
     validator: ValidationPool,
     visible_to: Sequence[str] | None = None,
     max_weights_bytes: int,
+    committer: Any = None,
 ) -> ModelPublic:
     """Validate and publish a model (see the module docstring); idempotent per weights digest.
 
+    ``committer`` (a :class:`~pubsubml.registry.services.group_commit.GroupCommitter`) commits
+    it together with the publications of concurrent requests; without one it commits alone.
     Returns the model with ``created`` true when it is new, false when it was already published.
     """
     with db.read() as session:
@@ -376,4 +434,6 @@ def publish_model(
         )
     if isinstance(prepared, ModelPublic):
         return prepared
-    return commit_publication(db, store, lock, principal, prepared)
+    if committer is None:
+        return commit_publication(db, store, lock, principal, prepared)
+    return committed_model(db, principal, prepared, committer.commit(prepared, store))

@@ -103,6 +103,7 @@ async def publish(
             validator=state.validator,
             visible_to=form.visible_to,
             max_weights_bytes=settings.max_upload_bytes,
+            committer=state.committer,
         )
     finally:
         state.publish_slots.release()

@@ -1,0 +1,113 @@
+"""Group commit of concurrent publishes: one transaction (and one database fsync) for many.
+
+Each publish request prepares its publication alone (every check, in parallel); then, instead of
+committing alone, it hands the publication to the process's :class:`GroupCommitter`.  The first
+request that finds no commit in progress becomes the *leader*: it takes every publication queued
+at that moment (at most ``max_group``) and commits them with
+:func:`~pubsubml.registry.services.publish.commit_group` — one transaction, the feed lock taken
+once, a SAVEPOINT per publication so that one that fails its re-checks rolls back alone.  Requests
+arriving meanwhile queue up and are committed by the next leader, the first of them, as soon as
+the current group has committed.  Nothing waits on a timer: a lone publish commits at once, and
+under load the groups grow by themselves (the classic leader/follower group commit of database
+logs).  Every request gets its own publication's outcome: published, already published, or its
+error.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from pubsubml.registry.database import Database
+from pubsubml.registry.services.publish import Publication, commit_group
+from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.upload_lock import UploadLock
+
+__all__ = ["GroupCommitter"]
+
+
+@dataclass(eq=False)
+class _Pending:
+    pub: Publication
+    store: ArtifactStore
+    wake: threading.Event = field(default_factory=threading.Event)
+    result: bool | BaseException | None = None
+    done: bool = False
+    lead: bool = False
+
+
+class GroupCommitter:
+    """Commits the publications of concurrent requests together (see the module docstring).
+
+    Parameters
+    ----------
+    db : Database
+    lock : UploadLock
+    max_group : int, default=16
+        Most publications per transaction (1 commits each alone).
+
+    Attributes
+    ----------
+    groups : list of int
+        Sizes of the last groups committed (at most 1,000; for monitoring and tests).
+    """
+
+    def __init__(self, db: Database, lock: UploadLock, *, max_group: int = 16) -> None:
+        if max_group < 1:
+            raise ValueError(f"max_group must be >= 1, got {max_group}")
+        self._db, self._lock = db, lock
+        self.max_group = max_group
+        self._mutex = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self.groups: list[int] = []
+
+    def commit(self, pub: Publication, store: ArtifactStore) -> bool:
+        """Commit ``pub`` (its weights into ``store``) in the next group; True if published,
+        False if already published.  A group holds publications to one store.
+
+        Raises
+        ------
+        Exception
+            The publication's own error (conflict, budget, store or database failure).
+        """
+        item = _Pending(pub, store)
+        with self._mutex:
+            self._queue.append(item)
+            if not self._leading:
+                self._leading = item.lead = True
+        while True:
+            if item.lead:
+                item.lead = False
+                self._lead()
+            if item.done:
+                break
+            item.wake.wait()
+            item.wake.clear()
+        if isinstance(item.result, BaseException):
+            raise item.result
+        return bool(item.result)
+
+    def _lead(self) -> None:
+        """Commit one group (it holds the leader's own publication), then pass the lead on."""
+        with self._mutex:
+            store = self._queue[0].store
+            group = [p for p in self._queue if p.store is store][: self.max_group]
+            self._queue = [p for p in self._queue if p not in group]
+        try:
+            results = commit_group(self._db, store, self._lock, [p.pub for p in group])
+        except BaseException as exc:  # not an Exception (interrupt): every member gets it
+            results = [exc] * len(group)
+            raise
+        finally:
+            for item, result in zip(group, results, strict=True):
+                item.result, item.done = result, True
+                item.wake.set()
+            with self._mutex:
+                self.groups = [*self.groups[-999:], len(group)]
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.wake.set()
+                else:
+                    self._leading = False

@@ -109,3 +109,20 @@ def split_features() -> dict[str, Any]:
         return pd.DataFrame(X, columns=schema.names), y
 
     return {"schema": schema, "A": A, "C": C, "data": data}
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Iterator[Any]:
+    """One local Ray instance with 2 CPUs per test module; backends and commands find it running
+    (skipped, with the reason, where Ray cannot start: a sandbox without shared memory, say)."""
+    from pubsubml.experiments.executors import RayBackend
+
+    backend = RayBackend(jobs=2)
+    try:
+        backend.__enter__()
+    except ImportError:
+        raise
+    except Exception as exc:
+        pytest.skip(f"Ray cannot start on this machine: {exc}")
+    yield backend
+    backend.__exit__(None, None, None)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -15,7 +14,6 @@ from pubsubml.cli import app
 from pubsubml.cli.bench import experiment_command, register_experiments
 from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.catalog import EXPERIMENTS
-from pubsubml.experiments.executors import RayBackend
 from pubsubml.experiments.runner import Record
 
 COMMON = ["seeds", "folds", "jobs", "executor", "address", "smoke", "out_dir"]
@@ -101,21 +99,7 @@ def test_bad_executor_options_exit_2_and_write_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    """One local Ray instance with 2 CPUs for the module; the command finds it running."""
-    backend = RayBackend(jobs=2)
-    try:
-        backend.__enter__()
-    except ImportError:
-        raise
-    except Exception as exc:  # a sandbox without shared memory or sockets, say
-        pytest.skip(f"Ray cannot start on this machine: {exc}")
-    yield
-    backend.__exit__(None, None, None)
-
-
-def test_executor_ray_writes_the_same_table(tmp_path: Path, ray_session: None) -> None:
+def test_executor_ray_writes_the_same_table(tmp_path: Path, ray_session: Any) -> None:
     args = ["toy", "--seeds", "2", "--scale", "2"]
     tables = []
     for executor in ("process", "ray"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,20 +32,6 @@ def refuse(x: int) -> int:
     if x == 2:
         raise ValueError(f"task {x} refuses")
     return x
-
-
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[RayBackend]:
-    """One local Ray instance with 2 CPUs for the module; the backends below find it running."""
-    backend = RayBackend(jobs=2)
-    try:
-        backend.__enter__()
-    except ImportError:
-        raise
-    except Exception as exc:  # a sandbox without shared memory or sockets, say
-        pytest.skip(f"Ray cannot start on this machine: {exc}")
-    yield backend
-    backend.__exit__(None, None, None)
 
 
 def _run(pool: Executor, n: int = 5) -> dict[int, tuple[int, int]]:

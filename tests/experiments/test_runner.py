@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from pubsubml.experiments.executors import RayBackend
 from pubsubml.experiments.reports import summarize
 from pubsubml.experiments.runner import Record, kfold_indices, run_grid
 
@@ -82,21 +81,7 @@ def test_kfold_indices_partition_the_rows_and_stratify() -> None:
         kfold_indices(10, 5, 5, seed=0)
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Iterator[None]:
-    """One local Ray instance with 2 CPUs for the module; ``run_grid`` finds it running."""
-    backend = RayBackend(jobs=2)
-    try:
-        backend.__enter__()
-    except ImportError:
-        raise
-    except Exception as exc:  # a sandbox without shared memory or sockets, say
-        pytest.skip(f"Ray cannot start on this machine: {exc}")
-    yield
-    backend.__exit__(None, None, None)
-
-
-def test_ray_and_the_process_pool_give_the_same_table(ray_session: None) -> None:
+def test_ray_and_the_process_pool_give_the_same_table(ray_session: Any) -> None:
     grid = [{"offset": 0.0}, {"offset": 1.0}]
     serial = run_grid(fake_method, seeds=2, folds=3, grid=grid, progress=False)
     on_ray = run_grid(
@@ -108,7 +93,7 @@ def test_ray_and_the_process_pool_give_the_same_table(ray_session: None) -> None
     ]
 
 
-def test_a_bad_record_on_ray_raises_the_same_error(ray_session: None) -> None:
+def test_a_bad_record_on_ray_raises_the_same_error(ray_session: Any) -> None:
     with pytest.raises(ValueError, match="redefine"):
         run_grid(_clashing, folds=1, executor="ray", progress=False)
 

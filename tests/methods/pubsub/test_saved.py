@@ -3,12 +3,11 @@ the folder's contents, refusals that change nothing, and tampering detected on l
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import onnx
 import pandas as pd
 import pytest
 import safetensors.numpy
-import torch
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_friedman1
@@ -25,6 +23,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
+from conftest import one_torch_thread
 from pubsubml.artifacts import PublishedModel, export_model, generate_signing_key, key_id
 from pubsubml.artifacts.artifact import Artifact
 from pubsubml.artifacts.card import ModelCard
@@ -61,16 +60,6 @@ PARTS = {
 }
 
 
-@contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 # ---- fixtures -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def world() -> dict[str, Any]:
@@ -89,7 +78,7 @@ def world() -> dict[str, Any]:
         delta=1e-5,
         random_state=0,
     )
-    with _one_torch_thread():
+    with one_torch_thread():
         dp.fit(X.iloc[:250][COLS[:7]], y[:250])
     second = schema.subset(COLS[3:])
     plain = LogisticRegression().fit(second.encode(X.iloc[250:500][COLS[3:]]), y[250:500])
@@ -116,7 +105,7 @@ def _fit_classifier(world: dict[str, Any], fusion: str) -> Customizer:
         fusion_model=fusion,
         random_state=0,
     )
-    with _one_torch_thread():
+    with one_torch_thread():
         return customizer.fit(world["X"], world["y"])
 
 

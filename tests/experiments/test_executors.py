@@ -96,7 +96,5 @@ def test_the_package_and_cli_do_not_import_ray() -> None:
         "import sys, pubsubml, pubsubml.cli, pubsubml.experiments.catalog, "
         "pubsubml.experiments.executors; print('ray' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert out.stdout.strip() == "False"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "False", (out.stdout, out.stderr[-2000:])

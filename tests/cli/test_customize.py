@@ -522,3 +522,26 @@ def test_evaluate_refuses_labels_outside_the_models_classes(world: World, tmp_pa
 def test_evaluate_refuses_data_without_the_label_column(world: World) -> None:
     r = run("evaluate", world.customized, world / "new.csv", "--quiet")
     refused(r, 1, "'y'")
+
+
+def test_a_public_key_given_as_the_signing_key_is_refused(tmp_path: Path) -> None:
+    from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64
+
+    key = generate_signing_key()
+    (tmp_path / "site.key.pub").write_text(public_key_to_base64(key.public_key()) + "\n")
+    data = tmp_path / "d.csv"
+    data.write_text("x0,y\n0.5,1\n")
+    (tmp_path / "inbox").mkdir()
+    out = tmp_path / "customized"
+
+    r = CliRunner().invoke(
+        app,
+        [
+            *("customize", str(data), "--label", "y", "--inbox", str(tmp_path / "inbox")),
+            *("--out", str(out), "--trust", str(tmp_path / "site.key.pub")),
+            *("--key", str(tmp_path / "site.key.pub")),
+        ],
+    )
+
+    assert r.exit_code != 0 and "not a private key" in r.stderr
+    assert not out.exists()

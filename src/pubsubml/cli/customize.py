@@ -263,8 +263,10 @@ def _load_private(path: Path) -> Any:
     from pubsubml.errors import SignatureError
 
     try:
+        if b"PRIVATE KEY" not in path.read_bytes():
+            raise _fail(f"{path} is not a private key (PEM): pass the site's KEY, not KEY.pub", 2)
         return load_private_key(path)
-    except (PermissionError, SignatureError, ValueError) as exc:
+    except (OSError, SignatureError, ValueError) as exc:
         raise _fail(str(exc)) from None
 
 

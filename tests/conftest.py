@@ -9,6 +9,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1" if os.environ.get("PYTEST_XDIST_WOR
 
 import contextlib
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -111,10 +113,42 @@ def split_features() -> dict[str, Any]:
     return {"schema": schema, "A": A, "C": C, "data": data}
 
 
+RAY_HERE = "PUBSUBML_TEST_RAY_HERE"
+"""Set in the child pytest process that runs a ``ray``-marked test (see below)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run a ``ray``-marked test in a child pytest process.
+
+    Ray starts a raylet, a GCS and workers as children of the process that calls ``ray.init``;
+    shutting them down inside a pytest-xdist worker can take that worker with them.  The child
+    runs the one test in-process (with ``RAY_HERE`` set) and the parent reports its outcome.
+    """
+    if pyfuncitem.get_closest_marker("ray") is None or os.environ.get(RAY_HERE) == "1":
+        return None
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", pyfuncitem.nodeid],
+        cwd=pyfuncitem.config.rootpath,
+        env={**os.environ, RAY_HERE: "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode == 0 and " skipped" in done.stdout and " passed" not in done.stdout:
+        pytest.skip(done.stdout.strip().splitlines()[-2][:300])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    return True
+
+
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[Any]:
-    """One local Ray instance with 2 CPUs per test module; backends and commands find it running
-    (skipped, with the reason, where Ray cannot start: a sandbox without shared memory, say)."""
+    """One local Ray instance with 2 CPUs per test module, in the child process of a ``ray``-
+    marked test (nothing in the parent); backends and commands find it running.  Skipped, with
+    the reason, where Ray cannot start (a sandbox without shared memory, say)."""
+    if os.environ.get(RAY_HERE) != "1":
+        yield None
+        return
     from pubsubml.experiments.executors import RayBackend
 
     backend = RayBackend(jobs=2)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -99,6 +100,7 @@ def test_bad_executor_options_exit_2_and_write_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.ray
 def test_executor_ray_writes_the_same_table(tmp_path: Path, ray_session: Any) -> None:
     args = ["toy", "--seeds", "2", "--scale", "2"]
     tables = []

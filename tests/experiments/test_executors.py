@@ -52,24 +52,20 @@ def test_process_pool_workers_use_one_thread() -> None:
     assert results == {x: (x * x, 1) for x in range(5)}
 
 
-def test_ray_gives_the_process_pool_results(ray_session: RayBackend) -> None:
-    results = _run(make_executor("ray", jobs=2))
-    assert results == {x: (x * x, 1) for x in range(5)}
-
-
-def test_ray_workers_run_elsewhere_and_a_running_ray_stays_up(ray_session: RayBackend) -> None:
+@pytest.mark.ray
+def test_ray_runs_the_tasks_elsewhere_like_the_process_pool_and_raises_their_errors(
+    ray_session: RayBackend,
+) -> None:
     import ray
 
+    assert _run(make_executor("ray", jobs=2)) == {x: (x * x, 1) for x in range(5)}
     with RayBackend(jobs=1) as pool:
         pids = {pid for _, (_, pid) in pool.submit(where, [(x,) for x in range(3)])}
     assert os.getpid() not in pids
     assert ray.is_initialized()  # started by the fixture, not by this backend: left running
-
-
-def test_a_failing_task_raises_its_error(ray_session: RayBackend) -> None:
-    for pool in (make_executor("process", jobs=1), make_executor("ray", jobs=2)):
-        with pytest.raises(ValueError, match="task 2 refuses"), pool:
-            list(pool.submit(refuse, [(x,) for x in range(4)]))
+    for failing in (make_executor("process", jobs=1), make_executor("ray", jobs=2)):
+        with pytest.raises(ValueError, match="task 2 refuses"), failing:
+            list(failing.submit(refuse, [(x,) for x in range(4)]))
 
 
 def test_bad_choices_are_refused_before_anything_starts() -> None:

@@ -81,7 +81,8 @@ def test_kfold_indices_partition_the_rows_and_stratify() -> None:
         kfold_indices(10, 5, 5, seed=0)
 
 
-def test_ray_and_the_process_pool_give_the_same_table(ray_session: Any) -> None:
+@pytest.mark.ray
+def test_ray_and_the_process_pool_give_the_same_table_and_errors(ray_session: Any) -> None:
     grid = [{"offset": 0.0}, {"offset": 1.0}]
     serial = run_grid(fake_method, seeds=2, folds=3, grid=grid, progress=False)
     on_ray = run_grid(
@@ -91,9 +92,6 @@ def test_ray_and_the_process_pool_give_the_same_table(ray_session: Any) -> None:
     assert on_ray[["offset", "seed", "fold"]].drop_duplicates().values.tolist() == [
         [o, s, f] for o in (0.0, 1.0) for s in (0, 1) for f in (0, 1, 2)
     ]
-
-
-def test_a_bad_record_on_ray_raises_the_same_error(ray_session: Any) -> None:
     with pytest.raises(ValueError, match="redefine"):
         run_grid(_clashing, folds=1, executor="ray", progress=False)
 

@@ -68,6 +68,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def register_publishers(admin: RegistryClient, n: int) -> tuple[dict[str, object], dict[str, str]]:
+    """Add the dictionary and ``n`` publisher sites (ε budget 10⁶); their keys and tokens."""
+    admin.add_features(SCHEMA.features)
+    keys = {f"pub{i:02d}": generate_signing_key() for i in range(n)}
+    tokens = {
+        s: admin.add_site(
+            s,
+            roles="publisher",
+            public_key=public_key_to_base64(k.public_key()),
+            epsilon_budget=1e6,
+            delta_budget=1e-5,
+        )["token"]
+        for s, k in keys.items()
+    }
+    return keys, tokens  # type: ignore[return-value]
+
+
 def make_artifacts(n: int, keys: dict[str, object], seed: int) -> list[tuple[str, Artifact]]:
     """``n`` distinct signed artifacts, round-robin over the publisher sites."""
     eps = compute_epsilon(EVENTS, 1e-5)
@@ -215,18 +232,7 @@ def bench_backend(
                     ) from None
                 time.sleep(0.2)
         admin = RegistryClient(base, ADMIN)
-        admin.add_features(SCHEMA.features)
-        keys = {f"pub{i:02d}": generate_signing_key() for i in range(N_PUBLISHERS)}
-        tokens = {
-            s: admin.add_site(
-                s,
-                roles="publisher",
-                public_key=public_key_to_base64(k.public_key()),
-                epsilon_budget=1e6,
-                delta_budget=1e-5,
-            )["token"]
-            for s, k in keys.items()
-        }
+        keys, tokens = register_publishers(admin, N_PUBLISHERS)
         # Warm the server's accountant caches with one publish (first ε computation of a config).
         warm = make_artifacts(1, {"pub00": keys["pub00"]}, seed=999)[0][1]
         RegistryClient(base, tokens["pub00"]).publish(warm.card, warm.weights)

@@ -32,11 +32,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64
 from pubsubml.registry.client import RegistryClient
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
-from registry_load import ADMIN, SCHEMA, free_port, make_artifacts, postgres_url
+from registry_load import ADMIN, free_port, make_artifacts, postgres_url, register_publishers
 
 
 def spawn(url: str, store: Path, port: int, wakeups: bool) -> subprocess.Popen[bytes]:
@@ -141,18 +140,7 @@ def main() -> None:
                 for base, proc in zip(bases, procs, strict=True):
                     wait_up(base, proc)
                 admin = RegistryClient(bases[0], ADMIN)
-                admin.add_features(SCHEMA.features)
-                keys = {f"pub{i}": generate_signing_key() for i in range(4)}
-                tokens = {
-                    s: admin.add_site(
-                        s,
-                        roles="publisher",
-                        public_key=public_key_to_base64(k.public_key()),
-                        epsilon_budget=1e6,
-                        delta_budget=1e-5,
-                    )["token"]
-                    for s, k in keys.items()
-                }
+                keys, tokens = register_publishers(admin, 4)
                 sub_token = admin.add_site(
                     "sub", roles="subscriber", epsilon_budget=1, delta_budget=1e-5
                 )["token"]

@@ -36,7 +36,14 @@ from pubsubml.artifacts.signing import key_id, sign_card
 from pubsubml.errors import UntrustedArtifactError
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["CARD_FILE", "WEIGHTS_FILES", "Artifact", "load_artifact", "make_artifact"]
+__all__ = [
+    "CARD_FILE",
+    "WEIGHTS_FILES",
+    "Artifact",
+    "load_artifact",
+    "make_artifact",
+    "read_limited",
+]
 
 CARD_FILE = "card.json"
 WEIGHTS_FILES: Mapping[str, str] = {"onnx": "weights.onnx", "safetensors": "weights.safetensors"}
@@ -96,7 +103,16 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def _read_limited(path: Path, limit: int) -> bytes:
+def read_limited(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit``, without following a symbolic link.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path``.
+    UntrustedArtifactError
+        A link, not a regular file, or larger than ``limit``.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
@@ -130,8 +146,8 @@ def load_artifact(
         ``card.json`` is malformed.
     """
     source = Path(directory)
-    card = ModelCard.from_json(_read_limited(source / CARD_FILE, max_card_bytes))
-    weights = _read_limited(source / WEIGHTS_FILES[card.format], max_weights_bytes)
+    card = ModelCard.from_json(read_limited(source / CARD_FILE, max_card_bytes))
+    weights = read_limited(source / WEIGHTS_FILES[card.format], max_weights_bytes)
     return Artifact(card=card, weights=weights)
 
 

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
-from pubsubml.cli.site import _fail, _read_features, read_table
+from pubsubml.cli.site import _fail, _read_features, load_key, read_table
 
 __all__ = ["customize_command", "evaluate_command", "predict_command"]
 
@@ -217,7 +217,7 @@ def customize_command(
         raise _fail(f"{out} exists and is not empty; not overwritten")
     frame, labels = _frame(data, label)
     keys = _trusted(trust, inbox)
-    signing_key = None if key is None else _load_private(key)
+    signing_key = None if key is None else load_key(key)
     with steps(enabled=not quiet) as run:
         models = _inbox(inbox, keys, task, run)
         public = _schema(schema, models, [str(c) for c in frame.columns])
@@ -256,18 +256,6 @@ def customize_command(
         for mid, value in scores.items():
             table.add_row(mid, f"{value:.3f}")
         console.print(table)
-
-
-def _load_private(path: Path) -> Any:
-    from pubsubml.artifacts.signing import load_private_key
-    from pubsubml.errors import SignatureError
-
-    try:
-        if b"PRIVATE KEY" not in path.read_bytes():
-            raise _fail(f"{path} is not a private key (PEM): pass the site's KEY, not KEY.pub", 2)
-        return load_private_key(path)
-    except (OSError, SignatureError, ValueError) as exc:
-        raise _fail(str(exc)) from None
 
 
 def _contributions(customizer: Any) -> dict[str, float]:

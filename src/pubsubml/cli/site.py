@@ -281,7 +281,7 @@ def train_command(
     if any(p.startswith("extra") or "not numbers" in p or "unknown" in p for p in problems):
         raise _fail(f"the data does not fit {schema}: {problems[0]}")
     book = _ledger(ledger, site, budget, delta)
-    signing_key = _load_key(key)
+    signing_key = load_key(key)
     params: dict[str, Any] = {
         "schema": public,
         "classes": _public_classes(classes, frame[label]) if task == "classification" else None,
@@ -324,13 +324,16 @@ def _labels(labels: Any, classes: list[Any] | None) -> Any:
     return labels.to_numpy() if labels.dtype.kind in "iu" else labels.astype(str).to_numpy()
 
 
-def _load_key(path: Path) -> Any:
+def load_key(path: Path) -> Any:
+    """The site's Ed25519 private key at ``path``; a public key or a bad file is one error line."""
     from pubsubml.artifacts.signing import load_private_key
     from pubsubml.errors import SignatureError
 
     try:
+        if b"PRIVATE KEY" not in path.read_bytes():
+            raise _fail(f"{path} is not a private key (PEM): pass the site's KEY, not KEY.pub", 2)
         return load_private_key(path)
-    except (PermissionError, SignatureError, ValueError) as exc:
+    except (OSError, SignatureError, ValueError) as exc:
         raise _fail(str(exc)) from None
 
 

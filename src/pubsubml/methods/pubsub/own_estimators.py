@@ -32,6 +32,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from threadpoolctl import threadpool_limits
 
+from pubsubml.learners.dpsgd_tasks import check_target_bounds
 from pubsubml.methods.pubsub.outputs import public_encoder
 from pubsubml.schema import FeatureSchema
 
@@ -54,25 +55,6 @@ def _scale_target(y: np.ndarray, lower: float, upper: float) -> np.ndarray:
 
 def _unscale_target(t: np.ndarray, lower: float, upper: float) -> np.ndarray:
     return np.asarray(t, dtype=np.float64) * (upper - lower) + lower
-
-
-def check_target_bounds(bounds: Sequence[float] | None) -> tuple[float, float] | None:
-    """Validate public target bounds ``(lower, upper)`` (``None`` passes through).
-
-    Raises
-    ------
-    ValueError
-        Not two finite numbers with ``lower < upper``.
-    """
-    if bounds is None:
-        return None
-    try:
-        lo, hi = (float(v) for v in bounds)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"target_bounds must be (lower, upper), got {bounds!r}") from exc
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f"target_bounds must be finite with lower < upper, got {bounds!r}")
-    return lo, hi
 
 
 def _target_scaled(est: Any, bounds: tuple[float, float] | None) -> Any:

@@ -33,7 +33,6 @@ import math
 import os
 import secrets
 import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,7 +48,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.artifacts import PublishedModel, export_model
-from pubsubml.artifacts.artifact import CARD_FILE, WEIGHTS_FILES, Artifact
+from pubsubml.artifacts.artifact import CARD_FILE, WEIGHTS_FILES, Artifact, read_limited
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.onnx_codec import OnnxRunner, check_onnx
 from pubsubml.artifacts.onnx_export import sklearn_to_onnx
@@ -414,20 +413,10 @@ def _read(root: Path, name: str, limit: int) -> bytes:
     """A regular file under ``root`` (no symbolic link, no path outside it), at most ``limit``."""
     if name.startswith("/") or ".." in Path(name).parts:
         raise UntrustedArtifactError(f"{name!r} is not a path inside the folder")
-    path = root / name
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        return read_limited(root / name, limit)
     except FileNotFoundError:
         raise UntrustedArtifactError(f"{root}: {name} is missing") from None
-    except OSError as exc:
-        raise UntrustedArtifactError(f"cannot open {name} safely: {exc}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise UntrustedArtifactError(f"{name} is not a regular file")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise UntrustedArtifactError(f"{name} is larger than the limit of {limit} bytes")
-    return data
 
 
 def _manifest(root: Path) -> dict[str, Any]:

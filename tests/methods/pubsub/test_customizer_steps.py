@@ -50,6 +50,35 @@ def test_top_m_selects_the_best_by_metric() -> None:
     assert len(c.meta_feature_names_) == 3 * 2
 
 
+@pytest.mark.parametrize("own", ["logistic", None])
+def test_fit_top_ms_equals_one_fit_per_top_m(own: str | None) -> None:
+    X, y = _frame(300, 3)
+    models = [Threshold(t) for t in (0.9, 0.5, 0.7, 0.55, 0.1, 0.3)]
+    base = Customizer(models=models, own_model=own, random_state=4)
+    top_ms = (None, 4, 2)
+    shared = base.fit_top_ms(X, y, top_ms)
+    assert not hasattr(base, "fusion_model_")  # self is left unchanged
+    X_new, _ = _frame(50, 5)
+    for top_m, c in zip(top_ms, shared, strict=True):
+        alone = Customizer(models=models, own_model=own, top_m=top_m, random_state=4).fit(X, y)
+        assert c.top_m == top_m
+        assert c.selected_ids_ == alone.selected_ids_
+        np.testing.assert_allclose(c.selection_scores_, alone.selection_scores_)
+        np.testing.assert_allclose(c.predict_proba(X_new), alone.predict_proba(X_new))
+        assert c.fusion_weights_ == pytest.approx(alone.fusion_weights_)
+        assert set(c.fit_timings_) == {"own", "outputs", "select", "fuse"}
+    assert len(shared[2].selected_) == 2  # M^s, when there is one, counts among the top m
+
+
+def test_fit_top_ms_refuses_bad_configurations_before_fitting() -> None:
+    X, y = _frame(100, 6)
+    base = Customizer(models=[Threshold(0.5)], own_model=None, random_state=0)
+    with pytest.raises(ValueError, match="top_ms is empty"):
+        base.fit_top_ms(X, y, [])
+    with pytest.raises(ValueError, match="top_m must be a positive integer"):
+        base.fit_top_ms(X, y, [None, 0])
+
+
 def test_selection_metrics_and_all_kept_by_default() -> None:
     X, y = _frame(300, 1)
     y = np.where(X["x1"].to_numpy() > 0.8, 1, 0)  # imbalanced

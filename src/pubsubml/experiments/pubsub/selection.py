@@ -190,7 +190,9 @@ def customize_records(
 
     Timings follow Table 6: ``select_s`` is scoring every candidate on the fusion rows and
     ranking them (0 for All, which selects nothing; its outputs are part of ``fuse_s``),
-    ``fuse_s`` the own model, m(x) where not already computed, and f_c.  ``own=True`` adds the
+    ``fuse_s`` the own model, m(x) where not already computed, and f_c.  The configurations
+    share the own model and the outputs (:meth:`Customizer.fit_top_ms`), and each record carries
+    their seconds, as a separate fit would.  ``own=True`` adds the
     record ``"Own (M^s)"``: the Customizer's own model M^s alone (cross-fitted, then refit on
     all of ``fit``).
     """
@@ -198,14 +200,13 @@ def customize_records(
     X_test, y_test = test
     out: list[Record] = []
     own_score = None
-    for top_m in top_ms:
-        c = Customizer(
-            models=list(models),
-            top_m=top_m,
-            schema=hyperplane_schema(),
-            runner=published_runner,
-            random_state=seed,
-        ).fit(X_fit, y_fit)
+    base = Customizer(
+        models=list(models),
+        schema=hyperplane_schema(),
+        runner=published_runner,
+        random_state=seed,
+    )
+    for top_m, c in zip(top_ms, base.fit_top_ms(X_fit, y_fit, top_ms), strict=True):
         tm = c.fit_timings_
         ranking = tm["outputs"] + tm["select"]
         select = 0.0 if top_m is None else ranking

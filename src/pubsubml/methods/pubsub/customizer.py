@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -42,6 +43,7 @@ from pubsubml.methods.pubsub.customizer_steps import CustomizerSteps
 from pubsubml.methods.pubsub.outputs import (
     OwnModel,
     Runner,
+    SelectionMetric,
     TaskEstimatorMixin,
     candidate_ids,
     encode_targets,
@@ -247,6 +249,48 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         -------
         self
         """
+        return self._finish(self._prepare(X, y))
+
+    def fit_top_ms(
+        self, X: pd.DataFrame, y: Any, top_ms: Sequence[int | None]
+    ) -> list[Customizer]:
+        """One fitted clone per ``top_m`` of ``top_ms``, sharing Step 1 and the outputs.
+
+        The own model M^s (its cross-fit and refit), the subscribed models' outputs and the
+        candidates' scores do not depend on ``top_m``; they are computed once, then each clone
+        selects its top m and fits its fusion model (Steps 2–4).  Each clone is the customizer
+        ``clone(self).set_params(top_m=m).fit(X, y)`` gives, the same selection, weights and
+        predictions, for about the cost of one fit plus a fusion per extra ``top_m`` (the
+        configurations of pubsub-ml.txt §8.2.3, Fig. 4).  Every clone's ``fit_timings_``
+        carries the shared ``"own"`` and ``"outputs"`` seconds.
+
+        Parameters
+        ----------
+        X : DataFrame of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        top_ms : sequence of int or None
+            The configurations (``None`` keeps every candidate).
+
+        Returns
+        -------
+        list of Customizer
+            Fitted clones, in the order of ``top_ms``; ``self`` is left unchanged.
+
+        Raises
+        ------
+        ValueError
+            An empty ``top_ms`` or an invalid ``top_m``, before anything is fitted.
+        """
+        clones = [clone(self).set_params(top_m=m) for m in top_ms]
+        if not clones:
+            raise ValueError("top_ms is empty")
+        for c in clones:
+            c._check_params()
+        prep = self._prepare(X, y)
+        return [c._finish(prep) for c in clones]
+
+    def _prepare(self, X: pd.DataFrame, y: Any) -> _Prepared:
+        """Step 1 and the scoring of Step 2: what every ``top_m`` shares."""
         metric_name, metric = self._check_params()
         frame = self._check_frame(X)
         y_arr = np.asarray(y).reshape(-1)
@@ -265,7 +309,6 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         own_seed = int(rs.randint(0, 2**31 - 1))
         fusion_seed = int(rs.randint(0, 2**31 - 1))
         tra, fuse_rows, folds = self._plan_rows(target, own_seed, has_own)
-        timings: dict[str, float] = {}
 
         # Step 2 (first half): the subscribed models' outputs on the fusion rows, aligned to the
         # label set; a model that cannot be aligned fails here, before any training.
@@ -277,23 +320,45 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
             frame, y_arr, target, classes, (tra, fuse_rows, folds), own_seed, outputs
         )
         candidates = ([OwnModel(own, list(frame.columns))] if own is not None else []) + published
-        cand_ids = ([OWN_ID] if own is not None else []) + ids
         t2 = time.perf_counter()
-        timings["own"], timings["outputs"] = t2 - t1, t1 - t0
-        fusion_target = target[fuse_rows]
-        scores = metric.score(fusion_target, np.stack(outputs))
+        scores = metric.score(target[fuse_rows], np.stack(outputs))
+        return _Prepared(
+            metric_name=metric_name,
+            metric=metric,
+            frame=frame,
+            target=target,
+            classes=classes,
+            rows=(tra, fuse_rows),
+            folds=folds,
+            own=own,
+            outputs=outputs,
+            candidates=candidates,
+            cand_ids=([OWN_ID] if own is not None else []) + ids,
+            scores=scores,
+            fusion_seed=fusion_seed,
+            timings={"own": t2 - t1, "outputs": t1 - t0, "score": time.perf_counter() - t2},
+        )
+
+    def _finish(self, prep: _Prepared) -> Customizer:
+        """Steps 2–4 for this ``top_m``: select, build O^s and fit f_c; sets the fitted state."""
+        _, metric = self._check_params()
+        own, outputs, classes = prep.own, prep.outputs, prep.classes
+        tra, fuse_rows = prep.rows
+        timings = {"own": prep.timings["own"], "outputs": prep.timings["outputs"]}
+        t2 = time.perf_counter()
         stacked = self._fusion_kind() == "stacked"
-        selected = self._select(scores, metric, stacked and own is not None)
+        selected = self._select(prep.scores, metric, stacked and own is not None)
         t3 = time.perf_counter()
-        timings["select"] = t3 - t2
+        timings["select"] = t3 - t2 + prep.timings["score"]
 
         # Steps 3-4: O^s = {(m(x), y)} and the fusion model f_c.
+        fusion_target = prep.target[fuse_rows]
         scale = None
         if stacked and self.task == "regression":
             scale = self._target_scale(fusion_target)
         meta = self._to_meta([outputs[i] for i in selected], stacked, scale)
         fusion = self._make_fusion(
-            fusion_seed, outputs[0].shape[1], own is not None and 0 in selected
+            prep.fusion_seed, outputs[0].shape[1], own is not None and 0 in selected
         )
         fit_target = fusion_target if scale is None else (fusion_target - scale[0]) / scale[1]
         fusion.fit(meta, fit_target)
@@ -303,17 +368,17 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
             self.classes_ = classes
         self.stacked_ = stacked
         self.target_scale_ = scale
-        self.n_features_in_ = frame.shape[1]
-        self.feature_names_in_ = np.asarray(frame.columns, dtype=object)
+        self.n_features_in_ = prep.frame.shape[1]
+        self.feature_names_in_ = np.asarray(prep.frame.columns, dtype=object)
         self.train_index_, self.fusion_index_ = tra, fuse_rows
-        self.folds_ = folds
+        self.folds_ = prep.folds
         self.own_model_ = own
-        self.candidate_ids_ = cand_ids
-        self.selection_metric_ = metric_name
-        self.selection_scores_ = scores
+        self.candidate_ids_ = prep.cand_ids
+        self.selection_metric_ = prep.metric_name
+        self.selection_scores_ = prep.scores
         self.selected_ = selected
-        self.selected_ids_ = [cand_ids[i] for i in selected]
-        self.models_ = [candidates[i] for i in selected]
+        self.selected_ids_ = [prep.cand_ids[i] for i in selected]
+        self.models_ = [prep.candidates[i] for i in selected]
         self.meta_blocks_, self.meta_feature_names_ = _meta_layout(
             [outputs[i].shape[1] for i in selected], self.selected_ids_, classes
         )
@@ -412,6 +477,26 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         if self.target_scale_ is not None:
             pred = pred * self.target_scale_[1] + self.target_scale_[0]
         return pred
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What :meth:`Customizer._prepare` computes once for every ``top_m``."""
+
+    metric_name: str
+    metric: SelectionMetric
+    frame: pd.DataFrame
+    target: np.ndarray
+    classes: np.ndarray | None
+    rows: tuple[np.ndarray, np.ndarray]
+    folds: list[tuple[np.ndarray, np.ndarray]] | None
+    own: OwnLearner | None
+    outputs: list[np.ndarray]
+    candidates: list[Any]
+    cand_ids: list[str]
+    scores: np.ndarray
+    fusion_seed: int
+    timings: dict[str, float]
 
 
 def _meta_layout(

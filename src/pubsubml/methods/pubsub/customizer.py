@@ -251,9 +251,7 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         """
         return self._finish(self._prepare(X, y))
 
-    def fit_top_ms(
-        self, X: pd.DataFrame, y: Any, top_ms: Sequence[int | None]
-    ) -> list[Customizer]:
+    def fit_top_ms(self, X: pd.DataFrame, y: Any, top_ms: Sequence[int | None]) -> list[Customizer]:
         """One fitted clone per ``top_m`` of ``top_ms``, sharing Step 1 and the outputs.
 
         The own model M^s (its cross-fit and refit), the subscribed models' outputs and the

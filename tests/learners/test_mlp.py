@@ -186,6 +186,24 @@ def test_fit_many_trains_each_site_as_its_own_fit() -> None:
     assert not hasattr(est, "module_")
 
 
+def test_fit_many_in_batches_gives_the_models_of_one_call() -> None:
+    sizes = [120, 160, 90, 100]
+    Xs = [X_TRAIN[i * 160 : i * 160 + n] for i, n in enumerate(sizes)]
+    ys = [Y_TRAIN[i * 160 : i * 160 + n] for i, n in enumerate(sizes)]
+    est = DPMLPClassifier(classes=["no", "yes"], noise_multiplier=1.0, **FAST)
+
+    whole = fit_many(est, Xs, ys)
+    batches = fit_many(est, Xs[:1], ys[:1]) + fit_many(est, Xs[1:], ys[1:], first_site=1)
+
+    for a, b in zip(whole, batches, strict=True):
+        np.testing.assert_allclose(a.predict_proba(X_TEST), b.predict_proba(X_TEST), atol=1e-5)
+        assert a.epsilon_ == b.epsilon_
+    shifted = fit_many(est, Xs[1:2], ys[1:2])  # without first_site: site 0's generator
+    assert not np.allclose(shifted[0].predict_proba(X_TEST), whole[1].predict_proba(X_TEST))
+    with pytest.raises(ValueError, match="first_site"):
+        fit_many(est, Xs, ys, first_site=-1)
+
+
 def test_fit_many_is_all_or_nothing() -> None:
     est = DPMLPClassifier(classes=["no", "yes"], noise_multiplier=1.0, **FAST)
     bad = X_TRAIN[:50].copy()

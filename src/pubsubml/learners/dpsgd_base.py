@@ -67,8 +67,9 @@ __all__ = [
 INPUT_CENTER = 0.5
 
 
-def _site_generators(random_state: Any, n_sites: int) -> list[torch.Generator]:
-    """One torch generator per site, spawned from ``random_state`` (site 0 is what ``fit`` uses)."""
+def _site_generators(random_state: Any, n_sites: int, first: int = 0) -> list[torch.Generator]:
+    """One torch generator per site, the children ``first … first + n_sites - 1`` of
+    ``SeedSequence(random_state).spawn`` (child 0 is what ``fit`` uses)."""
     if isinstance(random_state, np.random.RandomState):
         entropy: Any = int(random_state.randint(0, 2**31 - 1))
     elif isinstance(random_state, np.random.Generator):
@@ -79,7 +80,10 @@ def _site_generators(random_state: Any, n_sites: int) -> list[torch.Generator]:
         raise ValueError(
             f"random_state must be None, an int >= 0 or a numpy generator, got {random_state!r}"
         )
-    children = np.random.SeedSequence(entropy).spawn(n_sites)
+    root = np.random.SeedSequence(entropy)
+    children = [
+        np.random.SeedSequence(root.entropy, spawn_key=(first + i,)) for i in range(n_sites)
+    ]
     return [torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0])) for c in children]
 
 
@@ -253,10 +257,14 @@ def centred(Z: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32) - np.float32(INPUT_CENTER))
 
 
-def _fit_sites(estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence[Any]) -> None:
-    """Train each estimator on its data, grouped into stacks by architecture; all or nothing."""
+def _fit_sites(
+    estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence[Any], first: int = 0
+) -> None:
+    """Train each estimator on its data, grouped into stacks by architecture; all or nothing.
+
+    Estimator ``i`` takes the generator of site ``first + i``."""
     plans = [est._plan(X, y) for est, X, y in zip(estimators, Xs, ys, strict=True)]
-    generators = _site_generators(estimators[0].random_state, len(plans))
+    generators = _site_generators(estimators[0].random_state, len(plans), first)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, plan in enumerate(plans):
         key = (plan.layer_sizes, plan.config.optimizer, plan.config.private)
@@ -277,13 +285,17 @@ def _fit_sites(estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence
             estimators[i]._commit(plans[i], res)
 
 
-def fit_many(estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any]) -> list[_DPSGDBase]:
+def fit_many(
+    estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any], *, first_site: int = 0
+) -> list[_DPSGDBase]:
     """Fit one clone of ``estimator`` per site, all sites trained at once on the stacked engine.
 
-    Site ``s`` is trained with the ``s``-th generator spawned from ``estimator.random_state``
-    (``numpy.random.SeedSequence(random_state).spawn``); site 0 is therefore exactly
-    ``clone(estimator).fit(Xs[0], ys[0])``, and every site's model depends only on its own data
-    and seed, not on the other sites.  Each site has its own sample rate, steps, calibrated σ, ε
+    Site ``s`` is trained with the ``(first_site + s)``-th generator spawned from
+    ``estimator.random_state`` (``numpy.random.SeedSequence(random_state).spawn``); site 0 of a
+    call with ``first_site=0`` is therefore exactly ``clone(estimator).fit(Xs[0], ys[0])``, and
+    every site's model depends only on its own data and seed, not on the other sites.  So a
+    population can be trained in batches (one per worker: ``fit_many(est, Xs[a:b], ys[a:b],
+    first_site=a)``) and gives the models one call over all of it gives.  Each site has its own sample rate, steps, calibrated σ, ε
     and, for hyperparameters left at ``"auto"``, its own resolved values (they depend on n).
 
     Parameters
@@ -295,6 +307,8 @@ def fit_many(estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any]) -> lis
         take the schema's public defaults (pubsub-ml.txt §4 Step 3); a column outside the
         schema raises :class:`~pubsubml.errors.SchemaMismatchError`.
     ys : sequence of S targets of shape (n_s,)
+    first_site : int, default=0
+        The index of ``Xs[0]`` in the population (its generator's spawn index).
 
     Returns
     -------
@@ -334,6 +348,8 @@ def fit_many(estimator: _DPSGDBase, Xs: Sequence[Any], ys: Sequence[Any]) -> lis
             "fit_many trains the DP-SGD learners (DPMLPClassifier, DPMLPRegressor, "
             f"DPSGDLogisticRegression, DPSGDLinearRegression), got {type(estimator).__name__}"
         )
+    if isinstance(first_site, bool) or int(first_site) < 0:
+        raise ValueError(f"first_site must be an int >= 0, got {first_site!r}")
     clones: list[_DPSGDBase] = [clone(estimator) for _ in Xs]
-    _fit_sites(clones, Xs, ys)
+    _fit_sites(clones, Xs, ys, int(first_site))
     return clones

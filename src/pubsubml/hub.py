@@ -305,6 +305,11 @@ class LocalHub:
         """
         return self.fetch(model_id)[0].publisher
 
+    def model_ids(self) -> list[str]:
+        """Every stored model's id, in the order they were published."""
+        with self._cond:
+            return list(self._log)
+
     def __len__(self) -> int:
         with self._cond:
             return len(self._models)

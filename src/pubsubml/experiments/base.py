@@ -177,6 +177,10 @@ class Experiment:
         The experiment's own options.
     check : callable, optional
         ``check(options)`` raises ``ValueError`` on a combination of options that does not apply.
+    run_table : callable, optional
+        ``run_table(options) -> DataFrame or None``: for options whose tasks depend on each other
+        (a simulation that trains the publishers once, then runs every subscriber), the raw table,
+        run on the options' executor by the callable itself; ``None`` means the grid as usual.
     """
 
     name: str
@@ -194,6 +198,7 @@ class Experiment:
     fold_aliases: tuple[str, ...] = ()
     params: tuple[Param, ...] = ()
     check: Callable[[RunOptions], None] | None = None
+    run_table: Callable[[RunOptions], pd.DataFrame | None] | None = None
 
     def options(
         self,
@@ -248,7 +253,12 @@ class Experiment:
         return opts
 
     def table(self, options: RunOptions) -> pd.DataFrame:
-        """Run every setting of ``grid(options)`` × seeds × folds; the raw records."""
+        """Run every setting of ``grid(options)`` × seeds × folds (or ``run_table``); the raw
+        records."""
+        if self.run_table is not None:
+            table = self.run_table(options)
+            if table is not None:
+                return table
         return run_grid(
             self.run_fold,
             seeds=options.seeds,

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pubsubml.experiments.base import Experiment, RunOptions
+from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.pubsub.hyperplane import table3_note
 from pubsubml.experiments.pubsub.noisy import NOISY_METHODS, NOISY_SIZES, noisy_fold
+from pubsubml.experiments.pubsub.publishers_scale import report_scale, scale_counts, scale_table
 from pubsubml.experiments.pubsub.scale_reporting import (
     bar_plot,
     machine_note,
@@ -141,9 +142,13 @@ def report_selection(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> li
 
 # ---- pubsub-publishers -------------------------------------------------------------------
 def report_publishers(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[Path]:
-    """Appendix B: accuracy against the number of publishers n (Fig. 8)."""
+    """Appendix B: accuracy against the number of publishers n (Fig. 8); with ``--subscribers
+    all``, n subscribers per n and the time and memory of each n
+    (:func:`~pubsubml.experiments.pubsub.publishers_scale.report_scale`)."""
     import matplotlib.pyplot as plt
 
+    if opts.params.get("subscribers") == "all":
+        return report_scale(table, out_dir, opts)
     sizes = SIZES[_size(opts)]
     n_folds = opts.folds
     pubsub = table[table["method"] == "PubSub-ML"]
@@ -179,10 +184,11 @@ def report_publishers(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> l
             "held-out 20 %, mean ± SE over seeds, folds and subscribers. " + OWN_NOTE + " "
             "pubsub-ml.txt appendix B, Fig. 8.",
             "## Differences from the paper\n\n"
-            f"* n = {', '.join(map(str, sizes.publisher_counts))} publishers (the paper goes to "
-            f"5,000) and min(n, {sizes.n_subscribers}) subscribers instead of n (capped to keep "
-            "the run within minutes on 2 cores); the publisher pools are nested (the first n of "
-            f"{max(sizes.publisher_counts)} publishers trained once per fold), so every curve uses "
+            f"* n = {', '.join(map(str, sorted(set(curve['n_publishers'].astype(int)))))} "
+            "publishers (the paper goes to 5,000; `--subscribers all` runs n × n up to "
+            f"`--max-publishers`) and min(n, {sizes.n_subscribers}) subscribers instead of n "
+            "(capped to keep the run within minutes on 2 cores); the publisher pools are nested "
+            "(the first n of the largest pool trained once per fold), so every curve uses "
             f"the same publishers; with fewer than {sizes.n_subscribers} publishers only the "
             f"first n subscribers are scored. {n_folds} of the 5 folds were run.\n"
             f"* {table3_note()}",
@@ -350,14 +356,18 @@ def _split_experiment(
     run_fold: Callable[..., list[Record]],
     report: Callable[[pd.DataFrame, Path, RunOptions], list[Path]],
     folds: dict[str, int],
+    **extra: Any,
 ) -> Experiment:
     """A Hyperplane experiment on a K-fold split of ``folds[size]`` folds; ``--folds N`` runs the
-    first N of them and more than the split has is refused."""
+    first N of them and more than the split has is refused.  ``extra``: ``params`` and
+    ``run_table`` of the :class:`Experiment`."""
 
     def check(opts: RunOptions) -> None:
         n = folds[_size(opts)]
         if opts.folds > n:
             raise ValueError(f"--folds must be in 1 … {n} (the split has {n} folds)")
+        if "max_publishers" in opts.params:
+            scale_counts(opts.smoke, int(opts.params["max_publishers"]))
 
     return Experiment(
         name,
@@ -370,6 +380,7 @@ def _split_experiment(
         min_folds=1,
         folds_help=_FOLDS_HELP,
         check=check,
+        **extra,
     )
 
 
@@ -386,10 +397,28 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     _split_experiment(
         "pubsub-publishers",
         "Fig. 8: accuracy against the number of publishers (pubsub-ml.txt app. B).",
-        lambda o: [{"size": _size(o)}],
+        lambda o: [{"size": _size(o), "max_publishers": o.params["max_publishers"]}],
         publishers_fold,
         report_publishers,
         {size: SIZES[size].folds for size in ("smoke", "full")},
+        params=(
+            Param(
+                "subscribers",
+                "capped",
+                "'capped': min(n, 10) subscribers and nested publisher pools (minutes); 'all': "
+                "n publishers and n subscribers for each n, as the paper (hours at n = 5,000), "
+                "with the time and peak memory of each n.",
+                choices=("capped", "all"),
+            ),
+            Param(
+                "max_publishers",
+                5000,
+                "The largest n of the paper's grid 5, 10, 20, 50, … 5,000 to run ('capped' stops "
+                "at 1,000).",
+                minimum=1,
+            ),
+        ),
+        run_table=lambda o: scale_table(o) if o.params["subscribers"] == "all" else None,
     ),
     _split_experiment(
         "pubsub-selection",

@@ -38,6 +38,7 @@ __all__ = [
     "customize_records",
     "own_records",
     "publish_models",
+    "publisher_estimator",
     "publishers_fold",
     "selection_fold",
     "split_sites",
@@ -125,11 +126,9 @@ def split_sites(
     return Fold(pubs, fit, test, [s.name for s in publishers])
 
 
-def train_many_publishers(
-    data: Sequence[Frame], sizes: ScaleSizes, *, seed: int
-) -> tuple[list[Any], float]:
-    """Every publisher's (ε, δ)-DP network, trained at once with ``fit_many``; and the seconds."""
-    est = DPMLPClassifier(
+def publisher_estimator(sizes: ScaleSizes, seed: int) -> DPMLPClassifier:
+    """A publisher's (ε, δ)-DP network of Table 4 (unfitted), minibatches of 100, Adam 10⁻³."""
+    return DPMLPClassifier(
         schema=hyperplane_schema(),
         classes=[0, 1],
         hidden_layer_sizes=sizes.hidden,
@@ -140,6 +139,13 @@ def train_many_publishers(
         target_delta=sizes.delta,
         random_state=seed,
     )
+
+
+def train_many_publishers(
+    data: Sequence[Frame], sizes: ScaleSizes, *, seed: int
+) -> tuple[list[Any], float]:
+    """Every publisher's (ε, δ)-DP network, trained at once with ``fit_many``; and the seconds."""
+    est = publisher_estimator(sizes, seed)
     t0 = time.perf_counter()
     models = fit_many(est, [X for X, _ in data], [y for _, y in data])
     return models, time.perf_counter() - t0
@@ -285,14 +291,20 @@ def selection_fold(seed: int, fold: int, *, size: str = "full", fl: bool = True)
     return records
 
 
-def publishers_fold(seed: int, fold: int, *, size: str = "full") -> list[Record]:
+def publishers_fold(
+    seed: int, fold: int, *, size: str = "full", max_publishers: int | None = None
+) -> list[Record]:
     """One fold of appendix B (Fig. 8): n publishers and min(n, S) subscribers, n nested.
 
     The first ``n`` of the publishers serve the first ``min(n, n_subscribers)`` subscribers, so
-    one training of the largest pool serves every ``n``.
+    one training of the largest pool serves every ``n`` (the size's counts up to
+    ``max_publishers``).
     """
     sizes = SIZES[size]
-    n_max = max(sizes.publisher_counts)
+    counts = [n for n in sizes.publisher_counts if max_publishers is None or n <= max_publishers]
+    if not counts:
+        raise ValueError(f"max_publishers {max_publishers} is below every n of {size!r}")
+    n_max = max(counts)
     pubs, subs = make_consortium(n_max, sizes.n_subscribers, sizes.rows, seed=seed)
     data = split_sites(pubs, subs, folds=sizes.folds, fold=fold, seed=seed)
     models, _ = train_many_publishers(data.publishers, sizes, seed=seed * 1000 + fold)
@@ -301,7 +313,7 @@ def publishers_fold(seed: int, fold: int, *, size: str = "full") -> list[Record]
     for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True)):
         received, _ = pull_models(hub, keys, f"s{j}")
         by_publisher = {m.publisher: m for m in received}
-        for n in sizes.publisher_counts:
+        for n in counts:
             if j >= min(n, sizes.n_subscribers):
                 continue
             chosen = [by_publisher[name] for name in data.names[:n]]

@@ -1,0 +1,196 @@
+"""The phases of a many-site simulation spread over an executor (pubsub-ml.txt Algorithm 3).
+
+Algorithm 3 runs the publishers in parallel, then the subscribers.  Here each phase is a list of
+independent tasks for an :class:`~pubsubml.experiments.executors.Executor` (a local process pool
+or Ray):
+
+* :func:`train_publishers`: the publishers' DP networks in batches of :data:`PUBLISHER_BATCH`,
+  each batch one :func:`~pubsubml.learners.mlp.fit_many` call on the stacked DP-SGD engine with
+  ``first_site`` set, so the models are those of one call over every publisher whatever the
+  number of workers;
+* the publishers then charge their ledgers and publish (in this process, to a
+  :class:`~pubsubml.hub.LocalHub`) and :func:`ship` packs what they published as bytes (the JSON
+  cards, the weights and the raw public keys: what a subscriber would download);
+* :func:`customize_subscribers`: the subscribers in batches; each task rebuilds a hub from the
+  bytes, pulls every model once (Load: signature, digest, ε recomputed, runtime built) and
+  customizes each of its subscribers with those models.  A subscriber's result does not depend
+  on its batch, so the batches follow the number of workers.
+
+Each task also reports the peak resident memory of its process, so a run can say what it needed.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from pubsubml.artifacts.card import ModelCard
+from pubsubml.experiments.executors import Executor
+from pubsubml.experiments.pubsub.selection import (
+    Frame,
+    ScaleSizes,
+    customize_records,
+    publisher_estimator,
+    pull_models,
+)
+from pubsubml.experiments.runner import Record
+from pubsubml.hub import LocalHub
+from pubsubml.learners.mlp import fit_many
+
+__all__ = [
+    "PUBLISHER_BATCH",
+    "Shipment",
+    "customize_subscribers",
+    "peak_rss_gib",
+    "ship",
+    "train_publishers",
+]
+
+PUBLISHER_BATCH = 250
+"""Publishers per training task: large enough for the stacked engine's batched products, small
+enough that 1,000 publishers make 4 tasks to share between workers."""
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far, in GiB (``getrusage``)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+
+
+def _train_batch(est: Any, data: Sequence[Frame], first: int) -> tuple[list[Any], float]:
+    models = fit_many(est, [X for X, _ in data], [y for _, y in data], first_site=first)
+    return models, peak_rss_gib()
+
+
+def train_publishers(
+    pool: Executor, data: Sequence[Frame], sizes: ScaleSizes, *, seed: int
+) -> tuple[list[Any], float, float]:
+    """Every publisher's (ε, δ)-DP network, batches of :data:`PUBLISHER_BATCH` on ``pool``.
+
+    Returns
+    -------
+    models : list
+        In the order of ``data``; the models ``fit_many`` gives in one call.
+    seconds : float
+    worker_peak_gib : float
+        The largest peak resident memory of a process that trained a batch.
+    """
+    est = publisher_estimator(sizes, seed)
+    starts = range(0, len(data), PUBLISHER_BATCH)
+    tasks = [(est, list(data[a : a + PUBLISHER_BATCH]), a) for a in starts]
+    batches: list[list[Any]] = [[] for _ in tasks]
+    peak = 0.0
+    t0 = time.perf_counter()
+    for i, (models, rss) in pool.submit(_train_batch, tasks):
+        batches[i] = models
+        peak = max(peak, rss)
+    return [m for batch in batches for m in batch], time.perf_counter() - t0, peak
+
+
+@dataclass(frozen=True)
+class Shipment:
+    """What the publishers released, as the bytes a subscriber downloads.
+
+    Attributes
+    ----------
+    cards : list of str
+        The signed model cards (JSON).
+    weights : list of bytes
+        Each card's artifact.
+    keys : list of bytes
+        The publishers' raw Ed25519 public keys, the subscribers' trust list.
+    """
+
+    cards: list[str]
+    weights: list[bytes]
+    keys: list[bytes]
+
+    def hub(self) -> tuple[LocalHub, list[Ed25519PublicKey]]:
+        """A hub holding every publication (digests checked again) and the trusted keys."""
+        hub = LocalHub()
+        for card, weights in zip(self.cards, self.weights, strict=True):
+            hub.publish(ModelCard.from_json(card), weights)
+        return hub, [Ed25519PublicKey.from_public_bytes(k) for k in self.keys]
+
+
+def ship(hub: LocalHub, keys: Sequence[Ed25519PublicKey]) -> Shipment:
+    """Pack every publication of ``hub`` (in publication order) and the publishers' keys."""
+    cards, weights = [], []
+    for model_id in hub.model_ids():
+        card, data = hub.fetch(model_id)
+        cards.append(card.to_json())
+        weights.append(data)
+    raw = [k.public_bytes(Encoding.Raw, PublicFormat.Raw) for k in keys]
+    return Shipment(cards, weights, raw)
+
+
+def _subscriber_batch(
+    shipment: Shipment,
+    subscribers: Sequence[tuple[str, Frame, Frame, int]],
+    top_ms: Sequence[int | None],
+) -> tuple[list[Record], float, float]:
+    hub, keys = shipment.hub()
+    received, t_load = pull_models(hub, keys, "subscriber")
+    out: list[Record] = []
+    for name, fit, test, seed in subscribers:
+        t0 = time.perf_counter()
+        for r in customize_records(received, fit, test, top_ms, seed=seed):
+            out.append({"subscriber": name, **r})
+        out[-1]["customize_s"] = time.perf_counter() - t0
+    return out, t_load, peak_rss_gib()
+
+
+def customize_subscribers(
+    pool: Executor,
+    shipment: Shipment,
+    subscribers: Sequence[tuple[str, Frame, Frame, int]],
+    top_ms: Sequence[int | None] = (None,),
+    *,
+    tasks_per_worker: int = 4,
+) -> tuple[list[Record], dict[str, float]]:
+    """Every subscriber's customizations with every shipped model, in batches on ``pool``.
+
+    Parameters
+    ----------
+    pool : Executor
+    shipment : Shipment
+    subscribers : sequence of (name, fit part, test part, seed)
+    top_ms : sequence of int or None, default=(None,)
+        The configurations (All by default), with
+        :func:`~pubsubml.experiments.pubsub.selection.customize_records`.
+    tasks_per_worker : int, default=4
+        Batches per worker (smaller batches balance the workers' load; each batch loads the
+        models once).
+
+    Returns
+    -------
+    records : list of dict
+        ``customize_records``' records with ``subscriber``, in the order of ``subscribers``; the
+        last record of each subscriber carries ``customize_s``, its seconds.
+    phases : dict
+        ``"load_s"`` (summed over the batches), ``"seconds"`` (wall time) and
+        ``"worker_peak_gib"``.
+    """
+    n_tasks = min(len(subscribers), max(1, pool.jobs * tasks_per_worker))
+    size = math.ceil(len(subscribers) / n_tasks)
+    tasks = [
+        (shipment, list(subscribers[a : a + size]), tuple(top_ms))
+        for a in range(0, len(subscribers), size)
+    ]
+    results: list[list[Record]] = [[] for _ in tasks]
+    load = peak = 0.0
+    t0 = time.perf_counter()
+    for i, (records, t_load, rss) in pool.submit(_subscriber_batch, tasks):
+        results[i] = records
+        load += t_load
+        peak = max(peak, rss)
+    phases = {"load_s": load, "seconds": time.perf_counter() - t0, "worker_peak_gib": peak}
+    return [r for rs in results for r in rs], phases

@@ -113,6 +113,8 @@ def test_publish_is_idempotent_by_digest() -> None:
     assert hub.publish(card, weights) == hub.publish(card, weights)
     assert len(hub) == 1 and len(hub.poll(sub)) == 1
     assert hub.fetch(card.model_id) == (card, weights)
+    second = hub.publish(*make_card("q", ["x"]))
+    assert hub.model_ids() == [card.model_id, second]  # publication order, no duplicate
 
 
 def test_digest_mismatch_is_rejected_and_changes_nothing() -> None:
@@ -120,7 +122,7 @@ def test_digest_mismatch_is_rejected_and_changes_nothing() -> None:
     card, _ = make_card("p", ["x"])
     with pytest.raises(DigestMismatchError):
         hub.publish(card, b"tampered")
-    assert len(hub) == 0
+    assert len(hub) == 0 and hub.model_ids() == []
 
 
 def test_task_and_label_compatibility() -> None:

@@ -28,7 +28,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 
 from pubsubml.experiments.executors import make_executor
 
-__all__ = ["Record", "kfold_indices", "run_grid"]
+__all__ = ["Record", "kfold_indices", "progress_bar", "run_grid"]
 
 Record = dict[str, Any]
 _RESERVED = ("seed", "fold")
@@ -118,7 +118,7 @@ def run_grid(
     ]
     pool = make_executor(executor, jobs, address)
     results: list[list[Record]] = [[] for _ in tasks]
-    with pool, _progress(progress) as bar:
+    with pool, progress_bar(progress) as bar:
         task_id = bar.add_task(description or getattr(fn, "__name__", "run"), total=len(tasks))
         for i, records in pool.submit(_call, [(fn, s, f, p) for s, f, p in tasks]):
             results[i] = records  # by index: the order does not depend on when tasks finished
@@ -136,11 +136,13 @@ class _NullProgress:
     def add_task(self, description: str, total: int) -> int:
         return 0
 
-    def advance(self, task_id: int) -> None:
+    def advance(self, task_id: int, advance: float = 1) -> None:
         return None
 
 
-def _progress(show: bool) -> Any:
+def progress_bar(show: bool) -> Any:
+    """A rich progress bar (``add_task``, ``advance``) as a context manager; a silent one when
+    ``show`` is false."""
     if not show:
         return _NullProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn

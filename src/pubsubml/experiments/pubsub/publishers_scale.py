@@ -34,7 +34,7 @@ from pubsubml.experiments.pubsub.scale_tasks import (
 )
 from pubsubml.experiments.pubsub.selection import SIZES, ScaleSizes, publish_models, split_sites
 from pubsubml.experiments.reports import markdown_table, summarize, write_results
-from pubsubml.experiments.runner import Record
+from pubsubml.experiments.runner import Record, progress_bar
 
 __all__ = [
     "PAPER_COUNTS",
@@ -127,13 +127,19 @@ def scale_table(opts: RunOptions) -> pd.DataFrame:
     sizes = SIZES["smoke" if opts.smoke else "full"]
     counts = scale_counts(opts.smoke, int(opts.params["max_publishers"]))
     rows: list[Record] = []
-    with make_executor(opts.executor, opts.jobs, opts.address) as pool:
+    pool = make_executor(opts.executor, opts.jobs, opts.address)
+    with pool, progress_bar(opts.progress) as bar:
+        # Each n weighs about n² (every subscriber runs every model): the bar advances by that.
+        task = bar.add_task(
+            "pubsub-publishers, n × n", total=opts.seeds * opts.folds * sum(n * n for n in counts)
+        )
         list(pool.submit(peak_rss_gib, [()] * pool.jobs))  # start the workers, untimed
         for seed in range(opts.seeds):
             for fold in range(opts.folds):
                 for n in counts:
                     for r in scale_run(pool, n, sizes, seed=seed, fold=fold):
                         rows.append({"seed": seed, "fold": fold, **r})
+                    bar.advance(task, n * n)
     return pd.DataFrame(rows)
 
 

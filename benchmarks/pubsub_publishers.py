@@ -178,6 +178,5 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-
 if __name__ == "__main__":
     main()

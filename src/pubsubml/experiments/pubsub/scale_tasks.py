@@ -21,7 +21,7 @@ Each task also reports the peak resident memory of its process, so a run can say
 
 from __future__ import annotations
 
-import math
+import itertools
 import resource
 import sys
 import time
@@ -180,10 +180,9 @@ def customize_subscribers(
         ``"worker_peak_gib"``.
     """
     n_tasks = min(len(subscribers), max(1, pool.jobs * tasks_per_worker))
-    size = math.ceil(len(subscribers) / n_tasks)
-    tasks = [
-        (shipment, list(subscribers[a : a + size]), tuple(top_ms))
-        for a in range(0, len(subscribers), size)
+    bounds = [round(i * len(subscribers) / n_tasks) for i in range(n_tasks + 1)]
+    tasks = [  # n_tasks batches whose sizes differ by one at most
+        (shipment, list(subscribers[a:b]), tuple(top_ms)) for a, b in itertools.pairwise(bounds)
     ]
     results: list[list[Record]] = [[] for _ in tasks]
     load = peak = 0.0

@@ -48,7 +48,7 @@ def _estimate(records: list[dict], n: int, jobs: int) -> dict[str, float]:
     batches = min(n, jobs * 4)
     load_per_batch = float(run["load_s"]) / min(k, jobs * 4)
     customize = per_subscriber * n / jobs + load_per_batch * batches / jobs
-    publishers = float(run["generate_s"] + run["train_s"] + run["publish_s"])
+    publishers = float(run["generate_s"] + run["publishers_s"])
     return {
         "k": k,
         "per_subscriber": per_subscriber,
@@ -97,13 +97,13 @@ def main(argv: list[str] | None = None) -> None:
         f"worker(s), load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
     )
     print(
-        "| n | subscribers | train s | customize s | total s | s per subscriber | ratio to n = "
+        "| n | subscribers | publishers s | customize s | total s | s per subscriber | ratio to n = "
         f"{int(runs['n_publishers'].iloc[0])} | peak RSS driver / worker GiB |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for _, r in runs.iterrows():
         print(
-            f"| {int(r['n_publishers'])} | {int(r['subscribers'])} | {r['train_s']:.1f} | "
+            f"| {int(r['n_publishers'])} | {int(r['subscribers'])} | {r['publishers_s']:.1f} | "
             f"{r['customize_s']:.1f} | {r['total_s']:.1f} | {r['s per subscriber']:.2f} | "
             f"{r['s per subscriber'] / ref:.2f} | {r['parent_peak_gib']:.2f} / "
             f"{r['worker_peak_gib']:.2f} |"

@@ -29,10 +29,9 @@ from pubsubml.experiments.pubsub.scale_reporting import machine_note
 from pubsubml.experiments.pubsub.scale_tasks import (
     customize_subscribers,
     peak_rss_gib,
-    ship,
-    train_publishers,
+    train_and_publish,
 )
-from pubsubml.experiments.pubsub.selection import SIZES, ScaleSizes, publish_models, split_sites
+from pubsubml.experiments.pubsub.selection import SIZES, ScaleSizes, split_sites
 from pubsubml.experiments.reports import markdown_table, summarize, write_results
 from pubsubml.experiments.runner import Record, progress_bar
 
@@ -77,7 +76,9 @@ def scale_run(
     -------
     list of dict
         Per subscriber ``"PubSub-ML"`` and ``"Own (M^s)"`` records (``score``: accuracy on its
-        held-out 20 %), then one ``"run"`` record: ``generate_s``, ``train_s``, ``publish_s``,
+        held-out 20 %), then one ``"run"`` record: ``generate_s``, ``publishers_s`` (wall:
+        train and publish on the workers), ``train_s`` and ``publish_s`` (summed over the
+        workers' batches),
         ``customize_s`` (wall), ``load_s`` (summed over the batches), ``total_s``,
         ``parent_peak_gib``, ``worker_peak_gib``.
     """
@@ -85,12 +86,9 @@ def scale_run(
     pubs, subs = make_consortium(n, n, sizes.rows, seed=seed)
     data = split_sites(pubs, subs, folds=sizes.folds, fold=fold, seed=seed)
     t_generate = time.perf_counter() - t_start
-    models, t_train, train_peak = train_publishers(
-        pool, data.publishers, sizes, seed=seed * 1000 + fold
+    shipment, published = train_and_publish(
+        pool, data.publishers, data.names, sizes, seed=seed * 1000 + fold
     )
-    hub, keys, t_publish = publish_models(models, data.names, sizes)
-    shipment = ship(hub, keys)
-    del models, hub
     chosen = [
         (f"s{j}", fit, test, seed + j)
         for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True))
@@ -109,13 +107,14 @@ def scale_run(
             "score": np.nan,
             "n_subscribers": len(chosen),
             "generate_s": t_generate,
-            "train_s": t_train,
-            "publish_s": t_publish,
+            "publishers_s": published["seconds"],
+            "train_s": published["train_s"],
+            "publish_s": published["publish_s"],
             "customize_s": phases["seconds"],
             "load_s": phases["load_s"],
             "total_s": time.perf_counter() - t_start,
             "parent_peak_gib": peak_rss_gib(),
-            "worker_peak_gib": max(train_peak, phases["worker_peak_gib"]),
+            "worker_peak_gib": max(published["worker_peak_gib"], phases["worker_peak_gib"]),
             "workers": pool.jobs,
         }
     )
@@ -168,6 +167,7 @@ def run_summary(table: pd.DataFrame) -> pd.DataFrame:
     runs = table[table["method"] == "run"]
     cols = [
         "generate_s",
+        "publishers_s",
         "train_s",
         "publish_s",
         "load_s",
@@ -225,10 +225,12 @@ def report_scale(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[P
             + markdown_table(runs, digits=2)
             + f"\n\n{workers} worker(s) on the `{opts.executor}` executor, started once (their "
             "start-up is in no row). "
-            "Seconds are wall time: generate the 2n sites, train the n publishers (batches of "
-            "250 on the stacked DP-SGD engine), publish (export, ledger charge, signature), "
-            "customize every subscriber (Load summed over the batches: each batch pulls and "
-            "verifies every model once); total = all of it. Peak memory is each process's "
+            "Seconds: generate the 2n sites; publishers = wall time of the publishers' phase on the "
+            "workers (batches of 250 trained on the stacked DP-SGD engine, then each publisher's "
+            "export, ledger charge, signature and publication), train and publish its two parts "
+            "summed over the batches; customize = wall time of every subscriber (Load summed "
+            "over the batches: each batch pulls and verifies every model once); total = all of "
+            "it, wall time. Peak memory is each process's "
             "peak resident set so far (`getrusage`; n increases, so it is that of this n): the "
             "driver's, and the largest worker's. Growth "
             f"exponent of the total (seconds ≈ a·n^b): b = {b_all:.2f} by least squares over "

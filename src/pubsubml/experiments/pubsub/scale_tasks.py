@@ -4,13 +4,13 @@ Algorithm 3 runs the publishers in parallel, then the subscribers.  Here each ph
 independent tasks for an :class:`~pubsubml.experiments.executors.Executor` (a local process pool
 or Ray):
 
-* :func:`train_publishers`: the publishers' DP networks in batches of :data:`PUBLISHER_BATCH`,
-  each batch one :func:`~pubsubml.learners.mlp.fit_many` call on the stacked DP-SGD engine with
-  ``first_site`` set, so the models are those of one call over every publisher whatever the
-  number of workers;
-* the publishers then charge their ledgers and publish (in this process, to a
-  :class:`~pubsubml.hub.LocalHub`) and :func:`ship` packs what they published as bytes (the JSON
-  cards, the weights and the raw public keys: what a subscriber would download);
+* :func:`train_and_publish`: the publishers in batches of :data:`PUBLISHER_BATCH`, each batch one
+  :func:`~pubsubml.learners.mlp.fit_many` call on the stacked DP-SGD engine with ``first_site``
+  set (so the models are those of one call over every publisher whatever the number of workers),
+  then each publisher charges its ledger and publishes to a :class:`~pubsubml.hub.LocalHub` in
+  the worker, and :func:`ship` packs what they published as bytes (the JSON cards, the weights and
+  the raw public keys: what a subscriber would download).  Fitted models never travel between
+  processes: only bytes do;
 * :func:`customize_subscribers`: the subscribers in batches; each task rebuilds a hub from the
   bytes, pulls every model once (Load: signature, digest, ε recomputed, runtime built) and
   customizes each of its subscribers with those models.  A subscriber's result does not depend
@@ -38,6 +38,7 @@ from pubsubml.experiments.pubsub.selection import (
     Frame,
     ScaleSizes,
     customize_records,
+    publish_models,
     publisher_estimator,
     pull_models,
 )
@@ -51,7 +52,7 @@ __all__ = [
     "customize_subscribers",
     "peak_rss_gib",
     "ship",
-    "train_publishers",
+    "train_and_publish",
 ]
 
 PUBLISHER_BATCH = 250
@@ -63,36 +64,6 @@ def peak_rss_gib() -> float:
     """This process's peak resident memory so far, in GiB (``getrusage``)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**30 if sys.platform == "darwin" else peak / 2**20
-
-
-def _train_batch(est: Any, data: Sequence[Frame], first: int) -> tuple[list[Any], float]:
-    models = fit_many(est, [X for X, _ in data], [y for _, y in data], first_site=first)
-    return models, peak_rss_gib()
-
-
-def train_publishers(
-    pool: Executor, data: Sequence[Frame], sizes: ScaleSizes, *, seed: int
-) -> tuple[list[Any], float, float]:
-    """Every publisher's (ε, δ)-DP network, batches of :data:`PUBLISHER_BATCH` on ``pool``.
-
-    Returns
-    -------
-    models : list
-        In the order of ``data``; the models ``fit_many`` gives in one call.
-    seconds : float
-    worker_peak_gib : float
-        The largest peak resident memory of a process that trained a batch.
-    """
-    est = publisher_estimator(sizes, seed)
-    starts = range(0, len(data), PUBLISHER_BATCH)
-    tasks = [(est, list(data[a : a + PUBLISHER_BATCH]), a) for a in starts]
-    batches: list[list[Any]] = [[] for _ in tasks]
-    peak = 0.0
-    t0 = time.perf_counter()
-    for i, (models, rss) in pool.submit(_train_batch, tasks):
-        batches[i] = models
-        peak = max(peak, rss)
-    return [m for batch in batches for m in batch], time.perf_counter() - t0, peak
 
 
 @dataclass(frozen=True)
@@ -113,6 +84,15 @@ class Shipment:
     weights: list[bytes]
     keys: list[bytes]
 
+    @classmethod
+    def join(cls, parts: Sequence[Shipment]) -> Shipment:
+        """The publications of ``parts``, in order."""
+        return cls(
+            [c for p in parts for c in p.cards],
+            [w for p in parts for w in p.weights],
+            [k for p in parts for k in p.keys],
+        )
+
     def hub(self) -> tuple[LocalHub, list[Ed25519PublicKey]]:
         """A hub holding every publication (digests checked again) and the trusted keys."""
         hub = LocalHub()
@@ -130,6 +110,54 @@ def ship(hub: LocalHub, keys: Sequence[Ed25519PublicKey]) -> Shipment:
         weights.append(data)
     raw = [k.public_bytes(Encoding.Raw, PublicFormat.Raw) for k in keys]
     return Shipment(cards, weights, raw)
+
+
+def _publish_batch(
+    est: Any, data: Sequence[Frame], names: Sequence[str], first: int, sizes: ScaleSizes
+) -> tuple[Shipment, list[float], float, float, float]:
+    t0 = time.perf_counter()
+    models = fit_many(est, [X for X, _ in data], [y for _, y in data], first_site=first)
+    t_train = time.perf_counter() - t0
+    hub, keys, t_publish = publish_models(models, names, sizes)
+    epsilons = [float(m.epsilon_) for m in models]
+    return ship(hub, keys), epsilons, t_train, t_publish, peak_rss_gib()
+
+
+def train_and_publish(
+    pool: Executor, data: Sequence[Frame], names: Sequence[str], sizes: ScaleSizes, *, seed: int
+) -> tuple[Shipment, dict[str, Any]]:
+    """Every publisher trains its (ε, δ)-DP network and publishes it, in batches on ``pool``.
+
+    A batch of :data:`PUBLISHER_BATCH` publishers is one ``fit_many(..., first_site=a)`` call
+    (the models one call over every publisher gives), then each publisher charges its ledger,
+    exports, signs and publishes (:func:`~pubsubml.experiments.pubsub.selection.publish_models`)
+    in the same worker.  Only bytes come back (:class:`Shipment`), never a fitted model.
+
+    Returns
+    -------
+    shipment : Shipment
+        Every publication, in the order of ``data``.
+    phases : dict
+        ``"seconds"`` (wall), ``"train_s"`` and ``"publish_s"`` (summed over the batches),
+        ``"epsilons"`` (each publisher's accounted ε) and ``"worker_peak_gib"``.
+    """
+    est = publisher_estimator(sizes, seed)
+    tasks = [
+        (est, list(data[a : a + PUBLISHER_BATCH]), list(names[a : a + PUBLISHER_BATCH]), a, sizes)
+        for a in range(0, len(data), PUBLISHER_BATCH)
+    ]
+    parts: list[Shipment | None] = [None] * len(tasks)
+    epsilons: list[list[float]] = [[] for _ in tasks]
+    phases: dict[str, Any] = {"train_s": 0.0, "publish_s": 0.0, "worker_peak_gib": 0.0}
+    t0 = time.perf_counter()
+    for i, (part, eps, t_train, t_publish, rss) in pool.submit(_publish_batch, tasks):
+        parts[i], epsilons[i] = part, eps
+        phases["train_s"] += t_train
+        phases["publish_s"] += t_publish
+        phases["worker_peak_gib"] = max(phases["worker_peak_gib"], rss)
+    phases["seconds"] = time.perf_counter() - t0
+    phases["epsilons"] = [e for batch in epsilons for e in batch]
+    return Shipment.join([p for p in parts if p is not None]), phases
 
 
 def _subscriber_batch(

@@ -56,6 +56,18 @@ def fold() -> Any:
     return split_sites(pubs, subs, folds=TINY.folds, fold=0, seed=0)
 
 
+@pytest.fixture(scope="module")
+def published(fold: Any) -> Any:
+    """The TINY publishers' hub (every model published once) and their public keys."""
+    models = fit_many(
+        publisher_estimator(TINY, 0),
+        [X for X, _ in fold.publishers],
+        [y for _, y in fold.publishers],
+    )
+    hub, keys, _ = publish_models(models, fold.names, TINY)
+    return hub, keys
+
+
 def _subscribers(fold: Any) -> list[tuple[str, Any, Any, int]]:
     return [
         (f"s{j}", fit, test, 10 + j)
@@ -86,20 +98,18 @@ def test_publishers_trained_and_published_in_batches_are_the_models_of_one_call(
         )
 
 
-def test_a_shipment_rebuilds_the_hub_and_a_tampered_one_is_refused(fold: Any) -> None:
-    models = fit_many(
-        publisher_estimator(TINY, 0),
-        [X for X, _ in fold.publishers],
-        [y for _, y in fold.publishers],
-    )
-    hub, keys, _ = publish_models(models, fold.names, TINY)
+def test_a_shipment_rebuilds_the_hub_and_a_tampered_one_is_refused(
+    fold: Any, published: Any
+) -> None:
+    hub, keys = published
     shipment = ship(hub, keys)
     assert len(shipment.cards) == len(shipment.weights) == len(shipment.keys) == 5
+    names = [c.publisher for c in (hub.fetch(i)[0] for i in hub.model_ids())]
 
     copy, trusted = shipment.hub()
     assert copy.model_ids() == hub.model_ids()
     received, _ = pull_models(copy, trusted, "s")
-    assert sorted(m.publisher for m in received) == sorted(fold.names)
+    assert sorted(m.publisher for m in received) == sorted(names) == sorted(fold.names)
 
     assert Shipment.join([shipment, shipment]).cards == shipment.cards * 2
     bad = Shipment(shipment.cards, [b"x" + shipment.weights[0], *shipment.weights[1:]], [])
@@ -107,13 +117,8 @@ def test_a_shipment_rebuilds_the_hub_and_a_tampered_one_is_refused(fold: Any) ->
         bad.hub()
 
 
-def test_subscribers_in_batches_score_as_one_by_one(fold: Any) -> None:
-    models = fit_many(
-        publisher_estimator(TINY, 0),
-        [X for X, _ in fold.publishers],
-        [y for _, y in fold.publishers],
-    )
-    hub, keys, _ = publish_models(models, fold.names, TINY)
+def test_subscribers_in_batches_score_as_one_by_one(fold: Any, published: Any) -> None:
+    hub, keys = published
     subscribers = _subscribers(fold)
     received, _ = pull_models(hub, keys, "s")
     alone = [

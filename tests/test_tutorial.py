@@ -83,8 +83,11 @@ def test_the_tutorial_runs_as_written(tmp_path: Path) -> None:
     quoted = re.findall(r"^│ (customized|own model alone) +│ ([0-9.]+) ", text, re.MULTILINE)
     measured = dict(re.findall(r"^│ (customized|own model alone) +│ ([0-9.]+) ", out, re.MULTILINE))
     assert quoted and all(measured[who] == value for who, value in quoted), (quoted, measured)
-    weights = re.findall(r"^  (\S+): .*weight ([0-9.]+)$", text, re.MULTILINE)
-    assert weights and all(f"{mid}: " in out and f"weight {w}" in out for mid, w in weights)
+    # Model ids are digests of the weights' bytes, which move with the last bit of the numerical
+    # libraries; who contributed and with what weight is the quoted result.
+    weights = re.findall(r"^  \S+: (.*weight [0-9.]+)$", text, re.MULTILINE)
+    got = re.findall(r"^  \S+: (.*weight [0-9.]+)$", out, re.MULTILINE)
+    assert weights and got[: len(weights)] == weights, (weights, got)  # Part 1 comes first
     predictions = pd.read_csv(tmp_path / "predictions.csv")
     assert len(predictions) == 20
     assert list(predictions.columns) == ["prediction", "proba[0]", "proba[1]"]

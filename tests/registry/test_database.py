@@ -8,10 +8,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import delete, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import delete, insert, select, text
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from pubsubml.registry.database import Database, lock_feed_clock
 from pubsubml.registry.tables import FeatureRow, FeedClockRow, ModelVisibilityRow
@@ -175,3 +176,68 @@ def test_feed_writers_wait_for_each_other(clocked: Database) -> None:
         assert seen == [5]  # and then sees its committed clock
     finally:
         release.set()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def either(request: pytest.FixtureRequest, path: Path) -> Iterator[Database]:
+    """An unmigrated database holding one ``features`` table, on each backend."""
+    url = (
+        f"sqlite:///{path}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_factory")()
+    )
+    database = Database(url)
+    FeatureRow.__table__.create(database.engine, checkfirst=True)
+    yield database
+    database.dispose()
+
+
+def test_read_statements_sees_each_commit_and_writes_nothing_itself(either: Database) -> None:
+    db = either
+    with db.write() as s:
+        s.add(_feature("first"))
+
+    def names(session: Any) -> list[str]:
+        return list(session.execute(select(FeatureRow.name).order_by(FeatureRow.name)).scalars())
+
+    assert "first" in db.read_statements(names)
+    with db.write() as s:
+        s.add(_feature("second"))
+    assert {"first", "second"} <= set(db.read_statements(names))
+
+    def failing(session: Any) -> None:
+        session.execute(select(FeatureRow.name)).all()
+        raise ValueError("not a database error")
+
+    with pytest.raises(ValueError, match="not a database error"):
+        db.read_statements(failing)
+    assert {"first", "second"} <= set(db.read_statements(names))
+
+
+@pytest.mark.postgres
+def test_read_statements_run_once_more_when_the_server_dropped_the_connection(
+    pg_factory: Any,
+) -> None:
+    """PostgreSQL restarted or killed the pooled connection: the read runs again on a new one."""
+    db = Database(pg_factory(), pool_size=1)
+    try:
+        calls: list[int] = []
+
+        def backend_pid(session: Any) -> int:
+            calls.append(len(calls))
+            return int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+        first = db.read_statements(backend_pid)
+        with db.engine.connect() as conn:  # another connection ends the pooled one
+            assert conn.execute(text(f"SELECT pg_terminate_backend({first})")).scalar_one()
+        time.sleep(0.2)
+        second = db.read_statements(backend_pid)
+        assert second != first and len(calls) == 3  # the first call, a failed try, the retry
+
+        def broken(session: Any) -> None:
+            session.execute(text("SELECT no_such_column FROM pg_class"))
+
+        with pytest.raises(ProgrammingError):  # an error that is not a lost connection: no retry
+            db.read_statements(broken)
+    finally:
+        db.dispose()

@@ -9,12 +9,13 @@ it reads anything it depends on, which gives the same order (:func:`lock_feed_cl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -23,6 +24,7 @@ from pubsubml.registry.tables import FeedClockRow
 __all__ = ["Database", "lock_feed_clock"]
 
 _WRITE_OPTION = "pubsubml_write"
+T = TypeVar("T")
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -52,7 +54,8 @@ class Database:
         SQLAlchemy URL (``sqlite:///…`` or ``postgresql+psycopg://…``).  A PostgreSQL URL may
         carry ``?options=-csearch_path%3Dschema`` to use a schema other than ``public``.
     pool_size : int, default=16
-        Connections kept open per process.
+        Connections kept open per process (and as many again on PostgreSQL for
+        :meth:`read_statements`).
 
     Examples
     --------
@@ -75,7 +78,19 @@ class Database:
         self.engine = create_engine(url, **kwargs)
         if self.dialect == "sqlite":
             _configure_sqlite(self.engine)
+            self._statement_engine = self.engine
+        else:
+            # Autocommit: each statement is its own transaction, without BEGIN and ROLLBACK round
+            # trips; no ping on checkout: read_statements retries once on a dead connection.
+            self._statement_engine = create_engine(
+                url,
+                future=True,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                isolation_level="AUTOCOMMIT",
+            )
         self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._statements = sessionmaker(self._statement_engine, expire_on_commit=False)
         self._write = sessionmaker(
             self.engine.execution_options(**{_WRITE_OPTION: True}), expire_on_commit=False
         )
@@ -89,6 +104,33 @@ class Database:
         with self._read() as session:
             yield session
 
+    def read_statements(self, read: Callable[[Session], T]) -> T:
+        """``read(session)`` where each statement stands alone; for hot single-statement reads.
+
+        On PostgreSQL the session's connection is in autocommit mode, so a statement costs one
+        round trip (no ``BEGIN``, no ``ROLLBACK``, no ping when the connection leaves the pool),
+        and each statement sees the data committed when it starts: statements of one call are
+        not one snapshot.  A connection found dead (the server restarted) is discarded with
+        the pool's older connections, and ``read`` runs once more on a new one, so ``read``
+        must only read.  On SQLite it is :meth:`read`.
+
+        Examples
+        --------
+        >>> from sqlalchemy import text
+        >>> db = Database("sqlite://")
+        >>> db.read_statements(lambda s: s.execute(text("SELECT 1")).scalar_one())
+        1
+        >>> db.dispose()
+        """
+        try:
+            with self._statements() as session:
+                return read(session)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        with self._statements() as session:
+            return read(session)
+
     @contextmanager
     def write(self) -> Iterator[Session]:
         """A write transaction: committed when the block ends normally, rolled back on error."""
@@ -98,6 +140,8 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self._statement_engine is not self.engine:
+            self._statement_engine.dispose()
 
 
 def lock_feed_clock(session: Session) -> FeedClockRow:

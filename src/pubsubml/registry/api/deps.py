@@ -109,8 +109,7 @@ NotifierDep = Annotated[FeedNotifier, Depends(get_notifier)]
 
 
 def _lookup(db: Database, token: str | None, admin_token: str) -> Principal:
-    with db.read() as session:
-        return authenticate(session, token, admin_token)
+    return db.read_statements(lambda session: authenticate(session, token, admin_token))
 
 
 async def get_principal(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
@@ -303,12 +303,16 @@ def _is_committed(db: Database, storage_key: str) -> bool:
 
 def _commit_one(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> bool:
     """Re-check and insert one publication in the open transaction; False if already there."""
-    if session.get(ModelRow, pub.card.model_id) is not None:
+    card = pub.card
+    same = session.execute(  # one round trip for both checks
+        select(ModelRow.id).where(
+            or_(ModelRow.id == card.model_id, ModelRow.weights_sha256 == card.weights_sha256)
+        )
+    ).scalars()
+    found = set(same)
+    if card.model_id in found:
         return False
-    other = session.execute(
-        select(ModelRow.id).where(ModelRow.weights_sha256 == pub.card.weights_sha256)
-    ).first()
-    if other is not None:
+    if found:
         raise ConflictError(
             f"weights with SHA-256 {pub.card.weights_sha256} are already published by another site"
         )
@@ -398,8 +402,7 @@ def committed_model(
     """The published model as the publisher sees it (``created`` from ``result``), or the error."""
     if isinstance(result, BaseException):
         raise result
-    with db.read() as session:
-        public = get_model(session, principal, pub.card.model_id)
+    public = db.read_statements(lambda session: get_model(session, principal, pub.card.model_id))
     return public.model_copy(update={"created": result})
 
 
@@ -422,8 +425,10 @@ def publish_model(
     it together with the publications of concurrent requests; without one it commits alone.
     Returns the model with ``created`` true when it is new, false when it was already published.
     """
-    with db.read() as session:
-        prepared = prepare_publication(
+    # Every check reads with single statements (no snapshot is needed: the commit re-checks
+    # what may have changed since, see _commit_one).
+    prepared = db.read_statements(
+        lambda session: prepare_publication(
             session,
             principal,
             card_text,
@@ -432,6 +437,7 @@ def publish_model(
             visible_to=visible_to,
             max_weights_bytes=max_weights_bytes,
         )
+    )
     if isinstance(prepared, ModelPublic):
         return prepared
     if committer is None:

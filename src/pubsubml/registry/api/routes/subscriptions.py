@@ -17,6 +17,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from pubsubml.errors import DataValidationError
@@ -49,12 +50,16 @@ Rows = list[tuple[int, str, str]]
 
 
 def _read(db: Database, principal: Principal, subscription_id: str, after: int, limit: int) -> Rows:
-    with db.read() as session:
-        owner = None if principal.is_admin else principal.site_id
+    owner = None if principal.is_admin else principal.site_id
+
+    def read(session: Session) -> Rows:
         rows = read_deliveries(session, subscription_id, after=after, limit=limit, site_id=owner)
         if not rows:  # nothing new, or not the caller's subscription: tell them apart (404)
             service.get_subscription(session, principal, subscription_id)
         return rows
+
+    # One statement per poll (two when empty): no transaction around it.
+    return db.read_statements(read)
 
 
 def _cursor_header(value: str) -> int:

@@ -6,7 +6,7 @@ the Hyperplane sites (Table 3), train the 1,000 publishers' DP networks (10-100-
 epochs, minibatch 100, Adam; ε = 1, δ = 10⁻⁴) in batches of 250 with
 :func:`pubsubml.learners.mlp.fit_many` on the workers, export + charge the ledger + publish each
 to a :class:`~pubsubml.hub.LocalHub`, then the 10 subscribers in batches on the workers: pull the
-1,000 models once per batch (Load) and customize with All / Top-100 / Top-50 / Top-10
+1,000 models once per worker process (Load) and customize with All / Top-100 / Top-50 / Top-10
 (``Customizer.fit_top_ms``: the configurations share the own model and the outputs), the
 subscribed networks' outputs computed batched (``published_runner``).
 
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         scores.setdefault(r["method"], []).append(r["score"])
     rows.append(
         (
-            f"{args.subscribers} subscribers: Load (pull all models once per batch, summed over "
-            "the batches)",
+            f"{args.subscribers} subscribers: Load (pull all models once per worker, summed over "
+            "the workers)",
             phases["load_s"],
             "",
         )

@@ -132,3 +132,23 @@ def test_subscribers_in_batches_score_as_one_by_one(fold: Any, published: Any) -
     ]
     assert phases["load_s"] > 0 and phases["worker_peak_gib"] > 0
     assert sum("customize_s" in r for r in records) == len(subscribers)
+
+
+def test_a_worker_loads_a_shipment_once_for_its_batches(
+    fold: Any, published: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scale_tasks, "_LOADED", {})  # a fresh worker process
+    hub, keys = published
+    shipment = ship(hub, keys)
+    assert shipment.digest() == ship(hub, keys).digest()
+    fewer = Shipment(shipment.cards[:4], shipment.weights[:4], shipment.keys)
+    assert fewer.digest() != shipment.digest()
+    subscribers = _subscribers(fold)[:1]
+
+    first, load, _ = scale_tasks._subscriber_batch(shipment, subscribers, TINY.top_ms)
+    again, reload, _ = scale_tasks._subscriber_batch(shipment, subscribers, TINY.top_ms)
+    assert load > 0 and reload == 0.0  # the second batch used the models already loaded
+    assert [(r["method"], r["score"]) for r in again] == [(r["method"], r["score"]) for r in first]
+
+    other, other_load, _ = scale_tasks._subscriber_batch(fewer, subscribers, TINY.top_ms)
+    assert other_load > 0 and other[0]["n_models"] == 4 + 1  # its own models, and M^s

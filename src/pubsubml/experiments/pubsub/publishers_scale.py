@@ -79,7 +79,7 @@ def scale_run(
         held-out 20 %), then one ``"run"`` record: ``generate_s``, ``publishers_s`` (wall:
         train and publish on the workers), ``train_s`` and ``publish_s`` (summed over the
         workers' batches),
-        ``customize_s`` (wall), ``load_s`` (summed over the batches), ``total_s``,
+        ``customize_s`` (wall), ``load_s`` (summed over the workers' loads), ``total_s``,
         ``parent_peak_gib``, ``worker_peak_gib``.
     """
     t_start = time.perf_counter()
@@ -229,7 +229,7 @@ def report_scale(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[P
             "workers (batches of 250 trained on the stacked DP-SGD engine, then each publisher's "
             "export, ledger charge, signature and publication), train and publish its two parts "
             "summed over the batches; customize = wall time of every subscriber (Load summed "
-            "over the batches: each batch pulls and verifies every model once); total = all of "
+            "over the workers: each worker pulls and verifies every model once); total = all of "
             "it, wall time. Peak memory is each process's "
             "peak resident set so far (`getrusage`; n increases, so it is that of this n): the "
             "driver's, and the largest worker's. Growth "

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.services.feed import (
+    CardCache,
     FeedNotifier,
     FeedWriter,
     SubscriptionMatch,
@@ -202,6 +203,48 @@ def test_read_deliveries_pages_and_checks_the_owner(db: Database, world: dict[st
         assert read_deliveries(s, "sub-b", after=c2, limit=10) == []
         assert read_deliveries(s, "sub-b", after=0, limit=10, site_id=b.site_id) == everything
         assert read_deliveries(s, "sub-b", after=0, limit=10, site_id=world["c"].site_id) == []
+
+
+def test_read_deliveries_takes_cards_from_the_cache_and_keeps_those_it_read(
+    db: Database, world: dict[str, Any]
+) -> None:
+    b = world["b"]
+    with db.write() as s:
+        s.add(SubscriptionRow(id="sub-b", site_id=b.site_id, channel="age", task="classification"))
+        s.flush()
+        writer = FeedWriter(s)
+        c1 = writer.deliver("sub-b", world["public"])
+        c2 = writer.deliver("sub-b", world["private"])
+        writer.close()
+    cards = CardCache()
+    with db.read() as s:
+        plain = read_deliveries(s, "sub-b", after=0, limit=10)
+        assert read_deliveries(s, "sub-b", after=0, limit=10, cards=cards) == plain
+        assert cards.get_many([world["public"], world["private"]]) == {
+            world["public"]: '{"model": 1}',
+            world["private"]: '{"model": 2}',
+        }
+        # A cached card is served as cached (cards never change once published).
+        cards.put(world["public"], '{"model": "cached"}')
+        assert read_deliveries(s, "sub-b", after=0, limit=10, cards=cards) == [
+            (c1, world["public"], '{"model": "cached"}'),
+            (c2, world["private"], '{"model": 2}'),
+        ]
+        # Another site's subscription: nothing, whatever the cache holds.
+        assert (
+            read_deliveries(s, "sub-b", after=0, limit=10, site_id=world["c"].site_id, cards=cards)
+            == []
+        )
+
+
+def test_a_card_cache_stays_within_its_bound() -> None:
+    cards = CardCache(max_bytes=100)
+    for i in range(50):
+        cards.put(f"m{i}", "x" * 30)
+    held = cards.get_many(f"m{i}" for i in range(50))
+    assert sorted(held) == ["m47", "m48", "m49"]  # 3 × 30 ≤ 100: the most recent three
+    cards.put("huge", "x" * 101)  # larger than the bound: not kept, nothing dropped for it
+    assert cards.get_many(["huge", "m49"]) == {"m49": "x" * 30}
 
 
 def test_read_events_hides_private_subscriptions_and_unseen_models(

@@ -20,7 +20,7 @@ from pubsubml.artifacts.validation_pool import ValidationPool
 from pubsubml.errors import PermissionDeniedError
 from pubsubml.registry.auth import Principal, hash_token
 from pubsubml.registry.database import Database
-from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.feed import CardCache, FeedNotifier
 from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
@@ -60,7 +60,7 @@ _PRINCIPAL_CACHE_SIZE = 10_000
 @dataclass
 class RegistryState:
     """What one registry process holds: settings, database, store, feed notifier, upload lock,
-    validation workers, publish slots, the group committer, auth cache."""
+    validation workers, publish slots, the group committer, auth cache, published cards."""
 
     settings: RegistrySettings
     database: Database
@@ -71,6 +71,7 @@ class RegistryState:
     publish_slots: asyncio.Semaphore
     committer: GroupCommitter
     principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
+    cards: CardCache = field(default_factory=CardCache)
 
 
 def get_state(request: Request) -> RegistryState:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ from pubsubml.schema import Channel
 
 __all__ = [
     "PRIVATE_EVENT_PREFIX",
+    "CardCache",
     "FeedNotifier",
     "FeedWriter",
     "SubscriptionMatch",
@@ -177,26 +179,99 @@ class FeedWriter:
             notify_commit(self.session, self.position)
 
 
+class CardCache:
+    """Published model cards by model id, least recently used dropped first, up to ``max_bytes``.
+
+    A card never changes once its model is published (the registry neither edits nor deletes a
+    model), so an entry never goes stale; many subscriptions deliver the same models, so a feed
+    read usually finds their cards here and asks the database only for cursors and model ids.
+    Safe to share between threads.
+
+    Parameters
+    ----------
+    max_bytes : int, default=64 MiB
+        Bound on the cached JSON text (characters).
+
+    Examples
+    --------
+    >>> cache = CardCache(max_bytes=10)
+    >>> cache.put("a", "{}" * 3); cache.put("b", "{}" * 3)
+    >>> cache.get_many(["a", "b", "c"])
+    {'a': '{}{}{}', 'b': '{}{}{}'}
+    >>> cache.put("c", "{}" * 3)  # over 10 characters: "a", the least recently used, goes
+    >>> sorted(cache.get_many(["a", "b", "c"]))
+    ['b', 'c']
+    """
+
+    def __init__(self, max_bytes: int = 64 * 2**20) -> None:
+        self.max_bytes = max_bytes
+        self._cards: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get_many(self, model_ids: Iterable[str]) -> dict[str, str]:
+        """The cached cards among ``model_ids`` (marked as recently used)."""
+        out = {}
+        with self._lock:
+            for model_id in model_ids:
+                card = self._cards.get(model_id)
+                if card is not None:
+                    self._cards.move_to_end(model_id)
+                    out[model_id] = card
+        return out
+
+    def put(self, model_id: str, card_json: str) -> None:
+        """Keep ``card_json``, dropping the least recently used cards beyond ``max_bytes``."""
+        if len(card_json) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._cards.pop(model_id, None)
+            self._size += len(card_json) - (0 if old is None else len(old))
+            self._cards[model_id] = card_json
+            while self._size > self.max_bytes:
+                _, dropped = self._cards.popitem(last=False)
+                self._size -= len(dropped)
+
+
 def read_deliveries(
-    session: Session, subscription_id: str, *, after: int, limit: int, site_id: int | None = None
+    session: Session,
+    subscription_id: str,
+    *,
+    after: int,
+    limit: int,
+    site_id: int | None = None,
+    cards: CardCache | None = None,
 ) -> list[tuple[int, str, str]]:
     """Committed deliveries of a subscription with cursor > ``after``: (cursor, model id, card JSON).
 
-    With ``site_id``, only if the subscription belongs to that site (else nothing).
+    With ``site_id``, only if the subscription belongs to that site (else nothing).  The cursors
+    come from one range scan of the subscription's deliveries; the cards from ``cards`` where it
+    holds them, else from the models table (one more statement, whose cards ``cards`` keeps).
+    A delivery and its model commit in one transaction, so a delivery read means its card is
+    there for the second statement.
     """
     # Core columns, not ORM attributes: the hottest read of the registry skips the ORM's
     # statement compilation (the rows are plain tuples either way).
     d, m, s = DeliveryRow.__table__.c, ModelRow.__table__.c, SubscriptionRow.__table__.c
     stmt = (
-        select(d.cursor, d.model_id, m.card_json)
-        .join_from(DeliveryRow.__table__, ModelRow.__table__, m.id == d.model_id)
+        select(d.cursor, d.model_id)
         .where(d.subscription_id == subscription_id, d.cursor > after)
         .order_by(d.cursor)
         .limit(limit)
     )
     if site_id is not None:
         stmt = stmt.where(exists().where(and_(s.id == d.subscription_id, s.site_id == site_id)))
-    return [(int(c), m, j) for c, m, j in session.execute(stmt).all()]
+    rows = [(int(c), str(i)) for c, i in session.execute(stmt).all()]
+    known = {} if cards is None else cards.get_many(i for _, i in rows)
+    missing = sorted({i for _, i in rows} - known.keys())
+    if missing:
+        for model_id, card_json in session.execute(
+            select(m.id, m.card_json).where(m.id.in_(missing))
+        ).all():
+            known[model_id] = card_json
+            if cards is not None:
+                cards.put(model_id, card_json)
+    return [(c, i, known[i]) for c, i in rows]
 
 
 def read_events(

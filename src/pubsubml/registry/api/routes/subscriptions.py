@@ -27,10 +27,11 @@ from pubsubml.registry.api.deps import (
     DatabaseDep,
     NotifierDep,
     PrincipalDep,
+    RegistryState,
     SettingsDep,
+    StateDep,
 )
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import (
     FeedPage,
     SubscriptionCreate,
@@ -49,17 +50,22 @@ router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
 Rows = list[tuple[int, str, str]]
 
 
-def _read(db: Database, principal: Principal, subscription_id: str, after: int, limit: int) -> Rows:
+def _read(
+    state: RegistryState, principal: Principal, subscription_id: str, after: int, limit: int
+) -> Rows:
     owner = None if principal.is_admin else principal.site_id
 
     def read(session: Session) -> Rows:
-        rows = read_deliveries(session, subscription_id, after=after, limit=limit, site_id=owner)
+        rows = read_deliveries(
+            session, subscription_id, after=after, limit=limit, site_id=owner, cards=state.cards
+        )
         if not rows:  # nothing new, or not the caller's subscription: tell them apart (404)
             service.get_subscription(session, principal, subscription_id)
         return rows
 
-    # One statement per poll (two when empty): no transaction around it.
-    return db.read_statements(read)
+    # Single statements (cursors; cards not yet cached; the owner check when empty), no
+    # transaction around them.
+    return state.database.read_statements(read)
 
 
 def _cursor_header(value: str) -> int:
@@ -118,7 +124,7 @@ def get_subscription(
 async def poll(
     subscription_id: str,
     principal: PrincipalDep,
-    db: DatabaseDep,
+    state: StateDep,
     notifier: NotifierDep,
     settings: SettingsDep,
     after: Cursor = 0,
@@ -130,7 +136,7 @@ async def poll(
     deadline = loop.time() + min(timeout, settings.long_poll_max_seconds)
     while True:
         ticket = notifier.ticket()
-        rows = await run_in_threadpool(_read, db, principal, subscription_id, after, limit)
+        rows = await run_in_threadpool(_read, state, principal, subscription_id, after, limit)
         left = deadline - loop.time()
         if rows or left <= 0:
             break
@@ -147,7 +153,7 @@ async def stream(
     subscription_id: str,
     request: Request,
     principal: PrincipalDep,
-    db: DatabaseDep,
+    state: StateDep,
     notifier: NotifierDep,
     settings: SettingsDep,
     after: Cursor = 0,
@@ -159,7 +165,9 @@ async def stream(
     19 ASCII digits up to 2⁶³ − 1 is refused with 422.
     """
     start = after if last_event_id is None else _cursor_header(last_event_id)
-    await run_in_threadpool(_read, db, principal, subscription_id, start, 1)  # 404 before streaming
+    await run_in_threadpool(
+        _read, state, principal, subscription_id, start, 1
+    )  # 404 before streaming
 
     async def events() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
@@ -168,7 +176,7 @@ async def stream(
         yield "retry: 1000\n\n"
         while True:
             ticket = notifier.ticket()
-            rows = await run_in_threadpool(_read, db, principal, subscription_id, cursor, 100)
+            rows = await run_in_threadpool(_read, state, principal, subscription_id, cursor, 100)
             for c, m, j in rows:
                 yield f"id: {c}\nevent: model\ndata: {_item_json(c, m, j)}\n\n"
                 cursor = c

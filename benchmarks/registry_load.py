@@ -15,7 +15,7 @@ connections (a minimal raw client, so the client costs little of the shared CPU)
 Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
 
     .venv/bin/python benchmarks/registry_load.py [--backends sqlite,postgresql] [--seconds 4]
-        [--workers 1,2]
+        [--workers 1,2] [--levels 1,8,32]
 
 ``--workers`` runs the server with that many processes (``pubsubml registry serve --workers``);
 ``postgresql×2`` in the table is PostgreSQL with two.
@@ -193,7 +193,12 @@ async def run_level(
 
 
 def bench_backend(
-    name: str, url: str, seconds: float, workdir: Path, workers: int = 1
+    name: str,
+    url: str,
+    seconds: float,
+    workdir: Path,
+    workers: int = 1,
+    levels: tuple[int, ...] = LEVELS,
 ) -> list[tuple[str, int, dict[str, float]]]:
     db = Database(url)
     upgrade(db)
@@ -237,7 +242,7 @@ def bench_backend(
         warm = make_artifacts(1, {"pub00": keys["pub00"]}, seed=999)[0][1]
         RegistryClient(base, tokens["pub00"]).publish(warm.card, warm.weights)
         total_publishes = 0
-        for level in LEVELS:
+        for level in levels:
             budget = 150 * level if level > 1 else 150
             batch = make_artifacts(budget, keys, seed=level)
             requests = iter([publish_request(a, tokens[s]) for s, a in batch])
@@ -266,7 +271,7 @@ def bench_backend(
             return get_request(f"/v1/subscriptions/{sub}/models?after={after}&limit=10", tok)
 
         health = get_request("/v1/health", None)
-        for level in LEVELS:
+        for level in levels:
             rows.append(
                 ("feed", level, asyncio.run(run_level(port, level, feed_request, seconds, 50_000)))
             )
@@ -321,7 +326,11 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="1", help="Server processes, e.g. '1,2' to measure both."
     )
+    parser.add_argument(
+        "--levels", default="1,8,32", help="Concurrent client connections to measure, e.g. '8'."
+    )
     args = parser.parse_args()
+    levels = tuple(int(c) for c in args.levels.split(","))
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
@@ -332,7 +341,9 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 if name == "sqlite":
                     url = f"sqlite:///{Path(tmp) / 'registry.db'}"
-                    results[label] = bench_backend(label, url, args.seconds, Path(tmp), workers)
+                    results[label] = bench_backend(
+                        label, url, args.seconds, Path(tmp), workers, levels
+                    )
                     continue
                 found = postgres_url()
                 if found is None:
@@ -340,7 +351,9 @@ def main() -> None:
                     continue
                 url, drop = found
                 try:
-                    results[label] = bench_backend(label, url, args.seconds, Path(tmp), workers)
+                    results[label] = bench_backend(
+                        label, url, args.seconds, Path(tmp), workers, levels
+                    )
                 finally:
                     drop()
     print()

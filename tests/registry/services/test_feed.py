@@ -183,15 +183,25 @@ def test_model_visible_clause(db: Database, world: dict[str, Any]) -> None:
     assert visible(world["c"]) == {world["public"]}
 
 
-def test_read_deliveries_pages_and_checks_the_owner(db: Database, world: dict[str, Any]) -> None:
-    b = world["b"]
+def _deliver_both(db: Database, world: dict[str, Any]) -> tuple[int, int]:
+    """Site b's subscription "sub-b" with the public then the private model delivered."""
     with db.write() as s:
-        s.add(SubscriptionRow(id="sub-b", site_id=b.site_id, channel="age", task="classification"))
+        s.add(
+            SubscriptionRow(
+                id="sub-b", site_id=world["b"].site_id, channel="age", task="classification"
+            )
+        )
         s.flush()
         writer = FeedWriter(s)
         c1 = writer.deliver("sub-b", world["public"])
         c2 = writer.deliver("sub-b", world["private"])
         writer.close()
+    return c1, c2
+
+
+def test_read_deliveries_pages_and_checks_the_owner(db: Database, world: dict[str, Any]) -> None:
+    b = world["b"]
+    c1, c2 = _deliver_both(db, world)
     with db.read() as s:
         everything = read_deliveries(s, "sub-b", after=0, limit=10)
         assert everything == [
@@ -208,14 +218,7 @@ def test_read_deliveries_pages_and_checks_the_owner(db: Database, world: dict[st
 def test_read_deliveries_takes_cards_from_the_cache_and_keeps_those_it_read(
     db: Database, world: dict[str, Any]
 ) -> None:
-    b = world["b"]
-    with db.write() as s:
-        s.add(SubscriptionRow(id="sub-b", site_id=b.site_id, channel="age", task="classification"))
-        s.flush()
-        writer = FeedWriter(s)
-        c1 = writer.deliver("sub-b", world["public"])
-        c2 = writer.deliver("sub-b", world["private"])
-        writer.close()
+    c1, c2 = _deliver_both(db, world)
     cards = CardCache()
     with db.read() as s:
         plain = read_deliveries(s, "sub-b", after=0, limit=10)

@@ -165,9 +165,8 @@ async def stream(
     19 ASCII digits up to 2⁶³ − 1 is refused with 422.
     """
     start = after if last_event_id is None else _cursor_header(last_event_id)
-    await run_in_threadpool(
-        _read, state, principal, subscription_id, start, 1
-    )  # 404 before streaming
+    # 404 before streaming.
+    await run_in_threadpool(_read, state, principal, subscription_id, start, 1)
 
     async def events() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()

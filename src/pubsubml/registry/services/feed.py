@@ -194,11 +194,11 @@ class CardCache:
 
     Examples
     --------
-    >>> cache = CardCache(max_bytes=10)
+    >>> cache = CardCache(max_bytes=12)
     >>> cache.put("a", "{}" * 3); cache.put("b", "{}" * 3)
     >>> cache.get_many(["a", "b", "c"])
     {'a': '{}{}{}', 'b': '{}{}{}'}
-    >>> cache.put("c", "{}" * 3)  # over 10 characters: "a", the least recently used, goes
+    >>> cache.put("c", "{}" * 3)  # over 12 characters: "a", the least recently used, goes
     >>> sorted(cache.get_many(["a", "b", "c"]))
     ['b', 'c']
     """

@@ -29,6 +29,7 @@ from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreat
 from pubsubml.registry.services.features import add_features
 from pubsubml.registry.services.feed import FeedWriter, read_deliveries
 from pubsubml.registry.services.ledger import count_releases
+from pubsubml.registry.services.models import get_model
 from pubsubml.registry.services.publish import (
     Publication,
     commit_group,
@@ -263,7 +264,10 @@ def test_committing_the_same_model_twice_keeps_one_file(env: Env) -> None:
         assert count_releases(s, env.sites["a"].site_id) == 1
 
 
-def test_publish_model_is_idempotent_and_validates_once(env: Env) -> None:
+@pytest.mark.parametrize("visible_to", [None, ["c", "a", "c"]])
+def test_publish_model_is_idempotent_and_validates_once(
+    env: Env, visible_to: list[str] | None
+) -> None:
     art = env.artifacts("b", seed=211)
 
     def publish() -> ModelPublic:
@@ -275,12 +279,17 @@ def test_publish_model_is_idempotent_and_validates_once(env: Env) -> None:
             art.weights,
             lock=env.lock,
             validator=env.validator,  # type: ignore[arg-type]
+            visible_to=visible_to,
             max_weights_bytes=MAX_BYTES,
         )
 
-    first, second = publish(), publish()
+    first, second = publish(), publish()  # the answer built from the new row, then one read
     assert (first.created, second.created) == (True, False)
     assert second.model_dump(exclude={"created"}) == first.model_dump(exclude={"created"})
+    with env.db.read() as s:
+        stored = get_model(s, env.sites["b"], first.model_id)
+    assert stored.model_dump(exclude={"created"}) == first.model_dump(exclude={"created"})
+    assert first.visible_to == (None if visible_to is None else ["a", "c"])
     assert env.validator.calls == 1
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -57,7 +57,7 @@ from pubsubml.registry.services.ledger import (
     ledger_row,
     release_of_card,
 )
-from pubsubml.registry.services.models import get_model
+from pubsubml.registry.services.models import get_model, model_public
 from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.tables import (
@@ -95,6 +95,9 @@ class Publication:
     site_id: int
     visible_to: list[int] | None
     ledger_size: int
+    visible_names: list[str] | None = None
+    row: ModelRow | None = field(default=None, repr=False)
+    """The model row this publication inserted (set by the commit; read only once it committed)."""
 
 
 def parse_card(card_text: str | bytes) -> ModelCard:
@@ -216,6 +219,7 @@ def prepare_publication(
         site_id=site.id,
         visible_to=visible,
         ledger_size=ledger_size,
+        visible_names=None if visible_to is None else sorted(set(visible_to)),
     )
 
 
@@ -246,24 +250,23 @@ def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key:
     card = pub.card
     position = writer.next_position()
     now = utcnow()
-    session.add(
-        ModelRow(
-            id=card.model_id,
-            publisher_id=pub.site_id,
-            task=card.task,
-            epsilon=pub.epsilon,
-            delta=card.privacy.delta,
-            claimed_epsilon=card.privacy.epsilon,
-            format=card.format,
-            weights_sha256=card.weights_sha256,
-            size_bytes=len(pub.weights),
-            storage_key=storage_key,
-            card_json=pub.card_json,
-            public=pub.visible_to is None,
-            position=position,
-            created_at=now,
-        )
+    pub.row = ModelRow(
+        id=card.model_id,
+        publisher_id=pub.site_id,
+        task=card.task,
+        epsilon=pub.epsilon,
+        delta=card.privacy.delta,
+        claimed_epsilon=card.privacy.epsilon,
+        format=card.format,
+        weights_sha256=card.weights_sha256,
+        size_bytes=len(pub.weights),
+        storage_key=storage_key,
+        card_json=pub.card_json,
+        public=pub.visible_to is None,
+        position=position,
+        created_at=now,
     )
+    session.add(pub.row)
     session.flush()
     writer.event(
         "model.published",
@@ -402,6 +405,15 @@ def committed_model(
     """The published model as the publisher sees it (``created`` from ``result``), or the error."""
     if isinstance(result, BaseException):
         raise result
+    if result and pub.row is not None:  # just inserted: answer from the row, no read
+        return model_public(
+            pub.row,
+            pub.card.publisher,
+            features=sorted(set(pub.card.input_features)),
+            visible_to=pub.visible_names,
+            with_card=True,
+            created=True,
+        )
     public = db.read_statements(lambda session: get_model(session, principal, pub.card.model_id))
     return public.model_copy(update={"created": result})
 

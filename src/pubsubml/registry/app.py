@@ -38,10 +38,11 @@ from pubsubml.registry.api.routes import (
     subscriptions,
     whoami,
 )
+from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema
 from pubsubml.registry.schemas import ErrorBody
-from pubsubml.registry.services.feed import FeedNotifier
+from pubsubml.registry.services.feed import FeedNotifier, LoopFeedReader
 from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.services.wakeups import PostgresWakeups
@@ -116,6 +117,9 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         publish_slots=asyncio.Semaphore(settings.max_concurrent_publishes),
         committer=GroupCommitter(db, upload_lock, max_group=settings.publish_group_max),
     )
+    if db.engine.dialect.driver == "psycopg":
+        state.statements = AsyncStatements(db.engine)
+        state.feed_reader = LoopFeedReader(state.statements, state.cards)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -129,6 +133,8 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         )
         state.validator.start()
         state.notifier.bind(asyncio.get_running_loop())
+        if state.statements is not None:
+            state.statements.bind(asyncio.get_running_loop())
         wakeups = None
         if settings.feed_wakeups and not settings.is_sqlite:
             wakeups = PostgresWakeups(settings.database_url, state.notifier.notify)
@@ -138,6 +144,8 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         finally:
             if wakeups is not None:
                 await run_in_threadpool(wakeups.stop)
+            if state.statements is not None:
+                await state.statements.aclose()
             if database is None:
                 state.database.dispose()
 

@@ -3,6 +3,9 @@
 Every resource lives on ``app.state.registry`` (a :class:`RegistryState` built by
 :func:`~pubsubml.registry.app.create_app`); tests replace any of them with
 ``app.dependency_overrides[get_store] = …`` rather than patching names.
+
+The dependencies are coroutines although they only read attributes: FastAPI runs a plain ``def``
+dependency in the thread pool, one hop per dependency per request (three on a feed poll).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from starlette.concurrency import run_in_threadpool
 
 from pubsubml.artifacts.validation_pool import ValidationPool
 from pubsubml.errors import PermissionDeniedError
+from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal, hash_token
 from pubsubml.registry.database import Database
-from pubsubml.registry.services.feed import CardCache, FeedNotifier
+from pubsubml.registry.services.feed import CardCache, FeedNotifier, LoopFeedReader
 from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
@@ -60,7 +64,8 @@ _PRINCIPAL_CACHE_SIZE = 10_000
 @dataclass
 class RegistryState:
     """What one registry process holds: settings, database, store, feed notifier, upload lock,
-    validation workers, publish slots, the group committer, auth cache, published cards."""
+    validation workers, publish slots, the group committer, auth cache, published cards and, on
+    PostgreSQL, the event loop's statement pool and feed reader."""
 
     settings: RegistrySettings
     database: Database
@@ -72,9 +77,11 @@ class RegistryState:
     committer: GroupCommitter
     principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
     cards: CardCache = field(default_factory=CardCache)
+    statements: AsyncStatements | None = None
+    feed_reader: LoopFeedReader | None = None
 
 
-def get_state(request: Request) -> RegistryState:
+async def get_state(request: Request) -> RegistryState:
     """The registry state of the running app."""
     state: RegistryState = request.app.state.registry
     return state
@@ -83,22 +90,22 @@ def get_state(request: Request) -> RegistryState:
 StateDep = Annotated[RegistryState, Depends(get_state)]
 
 
-def get_settings(state: StateDep) -> RegistrySettings:
+async def get_settings(state: StateDep) -> RegistrySettings:
     """The settings."""
     return state.settings
 
 
-def get_database(state: StateDep) -> Database:
+async def get_database(state: StateDep) -> Database:
     """The database."""
     return state.database
 
 
-def get_store(state: StateDep) -> ArtifactStore:
+async def get_store(state: StateDep) -> ArtifactStore:
     """The artifact store."""
     return state.store
 
 
-def get_notifier(state: StateDep) -> FeedNotifier:
+async def get_notifier(state: StateDep) -> FeedNotifier:
     """The feed notifier."""
     return state.notifier
 
@@ -142,7 +149,7 @@ async def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def get_publisher(principal: PrincipalDep) -> Principal:
+async def get_publisher(principal: PrincipalDep) -> Principal:
     """The caller, who must be a site with the publisher role (checked before the body is read)."""
     if principal.is_admin or not principal.can_publish():
         raise PermissionDeniedError(

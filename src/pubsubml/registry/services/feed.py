@@ -27,10 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, false, or_, select, true
+import psycopg
+from sqlalchemy import Select, and_, bindparam, exists, false, or_, select, true
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import lock_feed_clock
 from pubsubml.registry.services.wakeups import notify_commit
@@ -50,7 +52,9 @@ __all__ = [
     "CardCache",
     "FeedNotifier",
     "FeedWriter",
+    "LoopFeedReader",
     "SubscriptionMatch",
+    "deliveries_select",
     "model_visible_clause",
     "read_deliveries",
     "read_events",
@@ -233,6 +237,38 @@ class CardCache:
                 self._size -= len(dropped)
 
 
+def deliveries_select(*, owned: bool) -> Select[int, str]:
+    """(cursor, model id) of a subscription's deliveries after a cursor, oldest first.
+
+    Parameters (``bindparam`` s, given at execution): ``subscription_id``, ``after``, ``limit``
+    and, when ``owned``, ``site_id`` (rows only if the subscription belongs to that site).  One
+    range scan of the deliveries' primary key, no join and no sort of the rest of the feed.
+    """
+    # Core columns, not ORM attributes: the hottest read of the registry skips the ORM's
+    # statement compilation (the rows are plain tuples either way).
+    d, s = DeliveryRow.__table__.c, SubscriptionRow.__table__.c
+    stmt = (
+        select(d.cursor, d.model_id)
+        .where(d.subscription_id == bindparam("subscription_id"), d.cursor > bindparam("after"))
+        .order_by(d.cursor)
+        .limit(bindparam("limit"))
+    )
+    if owned:
+        stmt = stmt.where(
+            exists().where(and_(s.id == d.subscription_id, s.site_id == bindparam("site_id")))
+        )
+    return stmt
+
+
+def _delivery_parameters(
+    subscription_id: str, after: int, limit: int, site_id: int | None
+) -> dict[str, Any]:
+    values: dict[str, Any] = {"subscription_id": subscription_id, "after": after, "limit": limit}
+    if site_id is not None:
+        values["site_id"] = site_id
+    return values
+
+
 def read_deliveries(
     session: Session,
     subscription_id: str,
@@ -245,23 +281,15 @@ def read_deliveries(
     """Committed deliveries of a subscription with cursor > ``after``: (cursor, model id, card JSON).
 
     With ``site_id``, only if the subscription belongs to that site (else nothing).  The cursors
-    come from one range scan of the subscription's deliveries; the cards from ``cards`` where it
-    holds them, else from the models table (one more statement, whose cards ``cards`` keeps).
-    A delivery and its model commit in one transaction, so a delivery read means its card is
-    there for the second statement.
+    come from :func:`deliveries_select`; the cards from ``cards`` where it holds them, else from
+    the models table (one more statement, whose cards ``cards`` keeps).  A delivery and its model
+    commit in one transaction, so a delivery read means its card is there for the second
+    statement.
     """
-    # Core columns, not ORM attributes: the hottest read of the registry skips the ORM's
-    # statement compilation (the rows are plain tuples either way).
-    d, m, s = DeliveryRow.__table__.c, ModelRow.__table__.c, SubscriptionRow.__table__.c
-    stmt = (
-        select(d.cursor, d.model_id)
-        .where(d.subscription_id == subscription_id, d.cursor > after)
-        .order_by(d.cursor)
-        .limit(limit)
-    )
-    if site_id is not None:
-        stmt = stmt.where(exists().where(and_(s.id == d.subscription_id, s.site_id == site_id)))
-    rows = [(int(c), str(i)) for c, i in session.execute(stmt).all()]
+    m = ModelRow.__table__.c
+    stmt = deliveries_select(owned=site_id is not None)
+    params = _delivery_parameters(subscription_id, after, limit, site_id)
+    rows = [(int(c), str(i)) for c, i in session.execute(stmt, params).all()]
     known = {} if cards is None else cards.get_many(i for _, i in rows)
     missing = sorted({i for _, i in rows} - known.keys())
     if missing:
@@ -272,6 +300,41 @@ def read_deliveries(
             if cards is not None:
                 cards.put(model_id, card_json)
     return [(c, i, known[i]) for c, i in rows]
+
+
+class LoopFeedReader:
+    """:func:`read_deliveries` on the event loop, when one statement answers (PostgreSQL).
+
+    The common poll, new deliveries whose cards this process has cached, is one
+    :class:`~pubsubml.registry.async_statements.AsyncStatements` round trip without a thread.
+    Anything else (nothing new, which may be someone else's subscription; a card not cached yet;
+    a value or connection the driver refused; a caller off the app's loop) answers ``None`` and
+    the caller reads synchronously, which also says why.
+    """
+
+    def __init__(self, statements: AsyncStatements, cards: CardCache) -> None:
+        self._statements = statements
+        self._cards = cards
+        self._reads = {
+            owned: statements.compile(deliveries_select(owned=owned)) for owned in (False, True)
+        }
+
+    async def read(
+        self, subscription_id: str, *, after: int, limit: int, site_id: int | None
+    ) -> list[tuple[int, str, str]] | None:
+        """The same rows as :func:`read_deliveries` with ``cards``, or ``None`` (see above)."""
+        statements = self._statements.for_running_loop()
+        if statements is None:
+            return None
+        values = _delivery_parameters(subscription_id, after, limit, site_id)
+        try:
+            rows = await statements.fetch(self._reads[site_id is not None], values)
+        except (psycopg.Error, ValueError):
+            return None
+        known = self._cards.get_many(str(i) for _, i in rows)
+        if not rows or any(str(i) not in known for _, i in rows):
+            return None
+        return [(int(c), str(i), known[str(i)]) for c, i in rows]
 
 
 def read_events(

@@ -145,3 +145,34 @@ def test_a_wildcard_mixed_with_features_is_a_channel_syntax_error(registry: Any)
     assert (r.status_code, r.json()["error"]) == (422, "channel_syntax")
     assert "must be the whole channel" in r.json()["detail"]
     assert registry.snapshot() == before
+
+
+def test_a_repeated_poll_is_answered_on_the_event_loop_on_postgresql(
+    registry: Any, monkeypatch: Any
+) -> None:
+    from pubsubml.registry.api.routes import subscriptions as routes
+
+    sub = registry.subscribe("b", "age")
+    assert registry.publish(registry.artifacts("a", seed=60), site="a").status_code == 201
+    threadpool_reads: list[int] = []
+    real = routes._read
+
+    def counted(*args: Any) -> Any:
+        threadpool_reads.append(args[3])  # the cursor read after
+        return real(*args)
+
+    monkeypatch.setattr(routes, "_read", counted)
+
+    first = registry.feed("b", sub)  # its card is not cached yet: read in the thread pool
+    again = registry.feed("b", sub)
+    as_admin = registry.client.get(f"/v1/subscriptions/{sub}/models", headers=registry.admin)
+    last = first[-1]["cursor"]
+    nothing_new = registry.feed("b", sub, after=last)
+    not_theirs = registry.client.get(f"/v1/subscriptions/{sub}/models", headers=registry.auth("c"))
+
+    assert len(first) == 1 and again == first and as_admin.json()["items"] == first
+    assert nothing_new == [] and not_theirs.status_code == 404  # told apart in the thread pool
+    if registry.settings.database_url.startswith("postgresql"):
+        assert threadpool_reads == [0, last, 0]  # the repeated and the admin's polls: on the loop
+    else:
+        assert threadpool_reads == [0, 0, 0, last, 0]

@@ -41,7 +41,7 @@ from pubsubml.registry.schemas import (
 from pubsubml.registry.services import subscriptions as service
 from pubsubml.registry.services.feed import read_deliveries
 
-__all__ = ["feed_page_json", "router"]
+__all__ = ["feed_page_json", "read_feed", "router"]
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
@@ -66,6 +66,20 @@ def _read(
     # Single statements (cursors; cards not yet cached; the owner check when empty), no
     # transaction around them.
     return state.database.read_statements(read)
+
+
+async def read_feed(
+    state: RegistryState, principal: Principal, subscription_id: str, after: int, limit: int
+) -> Rows:
+    """The feed page: on the event loop when one statement answers, else in the thread pool."""
+    if state.feed_reader is not None:
+        owner = None if principal.is_admin else principal.site_id
+        rows = await state.feed_reader.read(
+            subscription_id, after=after, limit=limit, site_id=owner
+        )
+        if rows is not None:
+            return rows
+    return await run_in_threadpool(_read, state, principal, subscription_id, after, limit)
 
 
 def _cursor_header(value: str) -> int:
@@ -136,7 +150,7 @@ async def poll(
     deadline = loop.time() + min(timeout, settings.long_poll_max_seconds)
     while True:
         ticket = notifier.ticket()
-        rows = await run_in_threadpool(_read, state, principal, subscription_id, after, limit)
+        rows = await read_feed(state, principal, subscription_id, after, limit)
         left = deadline - loop.time()
         if rows or left <= 0:
             break
@@ -175,7 +189,7 @@ async def stream(
         yield "retry: 1000\n\n"
         while True:
             ticket = notifier.ticket()
-            rows = await run_in_threadpool(_read, state, principal, subscription_id, cursor, 100)
+            rows = await read_feed(state, principal, subscription_id, cursor, 100)
             for c, m, j in rows:
                 yield f"id: {c}\nevent: model\ndata: {_item_json(c, m, j)}\n\n"
                 cursor = c

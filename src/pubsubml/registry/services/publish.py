@@ -202,7 +202,10 @@ def prepare_publication(
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})
     delta_budget = site.delta_budget
-    session.rollback()  # no snapshot held while the worker runs
+    # No snapshot held while the worker runs.  The site row is detached first: a rollback expires
+    # what the session holds, and reading the row's columns below would load it once more.
+    session.expunge(site)
+    session.rollback()
     epsilon = validator.validate(
         card, weights, site_delta=delta_budget, max_weights_bytes=max_weights_bytes
     )

@@ -9,8 +9,11 @@ connections (a minimal raw client, so the client costs little of the shared CPU)
   DP-SGD events: σ = 1.1, q = 0.01, 200 steps); each publisher site publishes many models.
 * ``feed``: ``GET /v1/subscriptions/{id}/models?after=C&limit=10`` (no wait) on subscriptions that
   each hold every published model.
-* ``health``: ``GET /v1/health`` on the same server and connections — the reference ceiling
-  (no authentication, no database); the ratio column is throughput / health throughput.
+* ``health``: ``GET /v1/health`` on the same server, right after the feed on the feed's
+  connections — the reference ceiling (no authentication, no database); the ratio column is
+  throughput / health throughput.  With several server processes, which one accepted which
+  connection decides how the load is shared; feed and health share that split (publishes run on
+  their own connections).
 
 Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
 
@@ -151,36 +154,53 @@ async def _roundtrip(
     return int(status_line.split()[1])
 
 
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def open_connections(port: int, concurrency: int) -> list[Connection]:
+    """``concurrency`` keep-alive connections to the server."""
+    return [await asyncio.open_connection("127.0.0.1", port) for _ in range(concurrency)]
+
+
 async def run_level(
     port: int,
     concurrency: int,
     next_request: Callable[[], bytes | None],
     seconds: float,
     max_requests: int,
+    connections: list[Connection] | None = None,
 ) -> dict[str, float]:
-    """Drive ``concurrency`` connections until time, requests or ``next_request`` run out."""
+    """Drive ``concurrency`` connections until time, requests or ``next_request`` run out.
+
+    With ``connections``, drive those (left open) instead of opening new ones: with several
+    server processes, which process accepted which connection decides how the load is shared,
+    so operations compared on the same connections are compared under the same sharing.
+    """
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
+    own = connections is None
+    conns = await open_connections(port, concurrency) if connections is None else connections
 
-    async def worker() -> None:
+    async def worker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal errors
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while time.perf_counter() < deadline and len(latencies) < max_requests:
-                request = next_request()
-                if request is None:
-                    return
-                t0 = time.perf_counter()
-                status = await _roundtrip(reader, writer, request)
-                latencies.append(time.perf_counter() - t0)
-                if status >= 400:
-                    errors += 1
-        finally:
-            writer.close()
+        while time.perf_counter() < deadline and len(latencies) < max_requests:
+            request = next_request()
+            if request is None:
+                return
+            t0 = time.perf_counter()
+            status = await _roundtrip(reader, writer, request)
+            latencies.append(time.perf_counter() - t0)
+            if status >= 400:
+                errors += 1
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    try:
+        await asyncio.gather(*(worker(r, w) for r, w in conns))
+    finally:
+        if own:
+            for _, writer in conns:
+                writer.close()
     elapsed = time.perf_counter() - t0
     ms = sorted(x * 1000 for x in latencies)
     return {
@@ -190,6 +210,24 @@ async def run_level(
         "p99": ms[min(len(ms) - 1, int(0.99 * len(ms)))] if ms else float("nan"),
         "errors": errors,
     }
+
+
+async def feed_then_health(
+    port: int,
+    concurrency: int,
+    feed_request: Callable[[], bytes],
+    health: bytes,
+    seconds: float,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The feed and then the health check, driven on the same connections."""
+    conns = await open_connections(port, concurrency)
+    try:
+        feed = await run_level(port, concurrency, feed_request, seconds, 50_000, conns)
+        ref = await run_level(port, concurrency, lambda: health, seconds, 50_000, conns)
+    finally:
+        for _, writer in conns:
+            writer.close()
+    return feed, ref
 
 
 def bench_backend(
@@ -272,16 +310,9 @@ def bench_backend(
 
         health = get_request("/v1/health", None)
         for level in levels:
-            rows.append(
-                ("feed", level, asyncio.run(run_level(port, level, feed_request, seconds, 50_000)))
-            )
-            rows.append(
-                (
-                    "health",
-                    level,
-                    asyncio.run(run_level(port, level, lambda: health, seconds, 50_000)),
-                )
-            )
+            feed, ref = asyncio.run(feed_then_health(port, level, feed_request, health, seconds))
+            rows.append(("feed", level, feed))
+            rows.append(("health", level, ref))
         admin.close()
         print(
             f"  [{name}] {total_publishes + 1} models published, {n_feed} in each feed", flush=True

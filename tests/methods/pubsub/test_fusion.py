@@ -9,7 +9,12 @@ import pytest
 from scipy.special import expit, logit, softmax
 from sklearn.exceptions import NotFittedError
 
-from pubsubml.methods.pubsub.fusion import StackedFusion, centred_log_odds, choose_penalty
+from pubsubml.methods.pubsub.fusion import (
+    StackedFusion,
+    centred_log_odds,
+    choose_penalty,
+    pooled_log_loss,
+)
 
 
 def _binary(p: np.ndarray) -> np.ndarray:
@@ -129,3 +134,23 @@ def test_bad_settings_are_refused(kwargs: dict[str, object], M: np.ndarray, matc
 def test_an_unfitted_fusion_cannot_predict() -> None:
     with pytest.raises(NotFittedError):
         StackedFusion(block_width=2).predict(np.zeros((1, 2)))
+
+
+def test_two_classes_pool_by_difference_with_the_loss_and_gradient_of_the_full_form() -> None:
+    rng = np.random.default_rng(3)
+    n, m = 40, 7
+    Z = rng.normal(size=(n, m, 2))  # not centred: the difference form must not rely on it
+    onehot = np.eye(2)[rng.integers(0, 2, n)]
+    pen = np.r_[0.0, np.ones(m - 1)]
+    full = pooled_log_loss(Z, onehot, 0.3, pen, difference=False)
+    diff = pooled_log_loss(Z, onehot, 0.3, pen)  # the default for two classes
+
+    for _ in range(5):
+        theta = rng.normal(size=m + 2)
+        (loss_f, grad_f), (loss_d, grad_d) = full(theta), diff(theta)
+        assert loss_d == pytest.approx(loss_f, rel=1e-12)
+        np.testing.assert_allclose(grad_d, grad_f, rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="two classes"):
+        pooled_log_loss(
+            rng.normal(size=(n, m, 3)), np.eye(3)[np.zeros(n, int)], 1.0, pen, difference=True
+        )

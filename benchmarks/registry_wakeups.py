@@ -8,6 +8,9 @@ first.  Three configurations, measured in the same run:
 
 * ``same replica``: the poll waits on A itself (the in-process wake-up);
 * ``cross, LISTEN/NOTIFY``: the poll waits on B, woken through PostgreSQL (the default);
+* ``cross, NATS``: the poll waits on a replica with ``LISTEN`` off, woken through the NATS
+  server on 127.0.0.1:4222 (``PUBSUBML_NATS_URL``; A publishes there too); left out when no
+  NATS server answers;
 * ``cross, re-read only``: the poll waits on B with wake-ups off (``PUBSUBML_FEED_WAKEUPS=false``),
   so B sees the model at its next re-read (``feed_poll_interval``, 0.5 s by default): the
   reference, what replicas did without wake-ups; the ratio column is p99 over its p99.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,12 +41,25 @@ from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
 from registry_load import ADMIN, free_port, make_artifacts, postgres_url, register_publishers
 
+NATS_URL = "nats://127.0.0.1:4222"
 
-def spawn(url: str, store: Path, port: int, wakeups: bool) -> subprocess.Popen[bytes]:
+
+def nats_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 4222), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def spawn(
+    url: str, store: Path, port: int, wakeups: bool, nats: bool = False
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PUBSUBML_ADMIN_TOKEN": ADMIN,
         "PUBSUBML_FEED_WAKEUPS": "true" if wakeups else "false",
+        "PUBSUBML_NATS_URL": NATS_URL if nats else "",
     }
     cmd = [sys.executable, "-m", "pubsubml.cli.registry", "serve", "--db", url]
     cmd += ["--store", str(store), "--port", str(port), "--log-level", "error"]
@@ -129,12 +146,15 @@ def main() -> None:
         upgrade(db)
         db.dispose()
         with tempfile.TemporaryDirectory() as tmp:
-            ports = [free_port() for _ in range(3)]
+            nats = nats_up()
+            ports = [free_port() for _ in range(4 if nats else 3)]
             procs = [
-                spawn(url, Path(tmp) / "store", ports[0], True),
+                spawn(url, Path(tmp) / "store", ports[0], True, nats),
                 spawn(url, Path(tmp) / "store", ports[1], True),
                 spawn(url, Path(tmp) / "store", ports[2], False),
             ]
+            if nats:
+                procs.append(spawn(url, Path(tmp) / "store", ports[3], False, True))
             bases = [f"http://127.0.0.1:{p}" for p in ports]
             try:
                 for base, proc in zip(bases, procs, strict=True):
@@ -148,12 +168,12 @@ def main() -> None:
                     "sub", "*", task="classification", classes=[0, 1]
                 )
                 setup = {"keys": keys, "tokens": tokens, "sub": sub, "sub_token": sub_token}
-                a, b, b_off = bases
-                for label, poll_base, seed in (
-                    ("same replica", a, 1),
-                    ("cross, LISTEN/NOTIFY", b, 2),
-                    ("cross, re-read only (ref.)", b_off, 3),
-                ):
+                a, b, b_off = bases[:3]
+                configs = [("same replica", a, 1), ("cross, LISTEN/NOTIFY", b, 2)]
+                if nats:
+                    configs.append(("cross, NATS", bases[3], 4))
+                configs.append(("cross, re-read only (ref.)", b_off, 3))
+                for label, poll_base, seed in configs:
                     ms = measure(a, poll_base, args.rounds, seed, setup)
                     rows.append((label, ms))
                     print(f"  {label}: {len(ms)} rounds", flush=True)

@@ -45,6 +45,7 @@ from pubsubml.registry.schemas import ErrorBody
 from pubsubml.registry.services.feed import FeedNotifier, LoopFeedReader
 from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.maintenance import collect_orphans
+from pubsubml.registry.services.nats_wakeups import NatsWakeups, feed_subject
 from pubsubml.registry.services.wakeups import PostgresWakeups
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.store import ArtifactStore
@@ -137,11 +138,21 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
             state.statements.bind(asyncio.get_running_loop())
         wakeups = None
         if settings.feed_wakeups and not settings.is_sqlite:
-            wakeups = PostgresWakeups(settings.database_url, state.notifier.notify)
+            wakeups = PostgresWakeups(settings.database_url, state.notifier.wake)
             await run_in_threadpool(wakeups.start)
+        nats = None
+        if settings.nats_url is not None:
+            nats = NatsWakeups(
+                settings.nats_url, feed_subject(settings.database_url), state.notifier.wake
+            )
+            await nats.start()
+            state.notifier.set_broadcast(nats.broadcast)
         try:
             yield
         finally:
+            state.notifier.set_broadcast(None)
+            if nats is not None:
+                await nats.stop()
             if wakeups is not None:
                 await run_in_threadpool(wakeups.stop)
             if state.statements is not None:

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from pubsubml.registry.services.nats_wakeups import check_nats_url
 
 __all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "RegistrySettings"]
 
@@ -38,6 +40,7 @@ _ENV_LIMITS = (
     "ui_session_max_age",
     "feed_poll_interval",
     "feed_wakeups",
+    "nats_url",
     "publish_group_max",
 )
 _TRUE = frozenset({"1", "true", "yes"})
@@ -76,6 +79,10 @@ class RegistrySettings(BaseModel):
     feed_wakeups : bool, default=True
         On PostgreSQL, ``LISTEN`` for the feed commits of every replica
         (:mod:`~pubsubml.registry.services.wakeups`; one extra connection per process).
+    nats_url : str, optional
+        A NATS server (``nats://127.0.0.1:4222``) through which replicas wake each other's
+        readers after a feed commit, on any database
+        (:mod:`~pubsubml.registry.services.nats_wakeups`; needs ``pubsubml[nats]``).
     sse_heartbeat_seconds : float, default=15
         Interval of keep-alive comments on idle Server-Sent Events streams.
     orphan_grace_seconds : float, default=0
@@ -128,6 +135,7 @@ class RegistrySettings(BaseModel):
     long_poll_max_seconds: float = Field(default=60.0, gt=0)
     feed_poll_interval: float = Field(default=0.5, gt=0)
     feed_wakeups: bool = True
+    nats_url: str | None = None
     publish_group_max: int = Field(default=16, ge=1, le=1000)
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
     orphan_grace_seconds: float = Field(default=0.0, ge=0)
@@ -139,6 +147,11 @@ class RegistrySettings(BaseModel):
     ui_session_secret: SecretStr = Field(default_factory=_random_secret)
     ui_cookie_secure: bool = False
     ui_session_max_age: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_url(cls, value: str | None) -> str | None:
+        return None if not value else check_nats_url(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -199,7 +212,8 @@ class RegistrySettings(BaseModel):
         ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
         ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``,
         ``PUBSUBML_UI_SESSION_MAX_AGE``, ``PUBSUBML_FEED_POLL_INTERVAL``,
-        ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``), ``PUBSUBML_PUBLISH_GROUP_MAX``) override
+        ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``), ``PUBSUBML_NATS_URL``,
+        ``PUBSUBML_PUBLISH_GROUP_MAX``) override
         single settings, and so do the dashboard's
         ``PUBSUBML_UI_SESSION_SECRET`` and ``PUBSUBML_UI_COOKIE_SECURE`` (``1``/``true``).
         Overrides that are ``None`` are ignored.

@@ -73,6 +73,14 @@ def serve_command(
             "waiting readers; with SQLite they see each other's models at the next re-read).",
         ),
     ] = 1,
+    nats_url: Annotated[
+        str | None,
+        typer.Option(
+            help="A NATS server (nats://127.0.0.1:4222) through which replicas and workers wake "
+            "each other's waiting readers, on any database; needs pubsubml[nats] "
+            "(env PUBSUBML_NATS_URL).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN)."""
     import uvicorn
@@ -82,7 +90,9 @@ def serve_command(
     from pubsubml.registry.migrate import check_schema, upgrade
 
     limit = None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024)
-    settings = _settings(db, data_dir, store_dir=store, dev=dev or None, max_upload_bytes=limit)
+    settings = _settings(
+        db, data_dir, store_dir=store, dev=dev or None, max_upload_bytes=limit, nats_url=nats_url
+    )
     if dev and not os.environ.get("PUBSUBML_ADMIN_TOKEN"):
         err_console.print(f"development admin token: {settings.admin_token.get_secret_value()}")
     if settings.is_sqlite and migrate:
@@ -128,6 +138,7 @@ def _worker_environment(settings: Any) -> dict[str, str]:
         "PUBSUBML_UI_SESSION_SECRET": settings.ui_session_secret.get_secret_value(),
         "PUBSUBML_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "PUBSUBML_REGISTRY_DEV": "1" if settings.dev else "",
+        "PUBSUBML_NATS_URL": settings.nats_url or "",
     }
 
 

@@ -23,7 +23,7 @@ import asyncio
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -371,7 +371,8 @@ class FeedNotifier:
     Readers take a :meth:`ticket` *before* reading the database and wait on it; a commit that
     happens after the ticket was taken sets it, so no wake-up falls between the read and the wait.
     Commits by other processes (other replicas) set it too on PostgreSQL, through
-    :class:`~pubsubml.registry.services.wakeups.PostgresWakeups`; readers also re-read every
+    :class:`~pubsubml.registry.services.wakeups.PostgresWakeups`, and on any database through
+    :class:`~pubsubml.registry.services.nats_wakeups.NatsWakeups`; readers also re-read every
     ``feed_poll_interval`` seconds, the fallback when no notification arrives.
     """
 
@@ -379,6 +380,11 @@ class FeedNotifier:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self._broadcast: Callable[[], None] | None = None
+
+    def set_broadcast(self, broadcast: Callable[[], None] | None) -> None:
+        """Also call ``broadcast`` on each :meth:`notify` (tell other replicas, e.g. over NATS)."""
+        self._broadcast = broadcast
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Attach to the server's event loop (at start-up)."""
@@ -398,7 +404,15 @@ class FeedNotifier:
             old.set()
 
     def notify(self) -> None:
-        """Wake every waiting reader (thread-safe; call after a commit)."""
+        """A feed transaction of this process committed: wake every reader here and tell the
+        other replicas when a broadcast is set (thread-safe; call after the commit)."""
+        self.wake()
+        broadcast = self._broadcast
+        if broadcast is not None:
+            broadcast()
+
+    def wake(self) -> None:
+        """Wake every waiting reader of this process (thread-safe; for another replica's commit)."""
         with self._lock:
             loop = self._loop
         if loop is None or loop.is_closed():

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from sqlalchemy import Select, and_, bindparam, exists, false, or_, select, true
+from sqlalchemy import Select, String, and_, any_, bindparam, exists, false, or_, select, true
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -303,13 +304,14 @@ def read_deliveries(
 
 
 class LoopFeedReader:
-    """:func:`read_deliveries` on the event loop, when one statement answers (PostgreSQL).
+    """:func:`read_deliveries` on the event loop (PostgreSQL).
 
-    The common poll, new deliveries whose cards this process has cached, is one
-    :class:`~pubsubml.registry.async_statements.AsyncStatements` round trip without a thread.
-    Anything else (nothing new, which may be someone else's subscription; a card not cached yet;
-    a value or connection the driver refused; a caller off the app's loop) answers ``None`` and
-    the caller reads synchronously, which also says why.
+    A poll that finds deliveries is one
+    :class:`~pubsubml.registry.async_statements.AsyncStatements` round trip without a thread, two
+    when some cards are not cached yet (they are read in one statement and kept in ``cards``).
+    Anything else (nothing new, which may be someone else's subscription; a value or connection
+    the driver refused; a caller off the app's loop) answers ``None`` and the caller reads
+    synchronously, which also says why.
     """
 
     def __init__(self, statements: AsyncStatements, cards: CardCache) -> None:
@@ -318,6 +320,12 @@ class LoopFeedReader:
         self._reads = {
             owned: statements.compile(deliveries_select(owned=owned)) for owned in (False, True)
         }
+        m = ModelRow.__table__.c
+        self._card_read = statements.compile(
+            select(m.id, m.card_json).where(
+                m.id == any_(bindparam("ids", type_=postgresql.ARRAY(String)))
+            )
+        )
 
     async def read(
         self, subscription_id: str, *, after: int, limit: int, site_id: int | None
@@ -328,13 +336,25 @@ class LoopFeedReader:
             return None
         values = _delivery_parameters(subscription_id, after, limit, site_id)
         try:
-            rows = await statements.fetch(self._reads[site_id is not None], values)
+            rows = [
+                (int(c), str(i))
+                for c, i in await statements.fetch(self._reads[site_id is not None], values)
+            ]
+            if not rows:
+                return None
+            known = self._cards.get_many(i for _, i in rows)
+            missing = sorted({i for _, i in rows} - known.keys())
+            if missing:
+                for model_id, card_json in await statements.fetch(
+                    self._card_read, {"ids": missing}
+                ):
+                    known[str(model_id)] = str(card_json)
+                    self._cards.put(str(model_id), str(card_json))
         except (psycopg.Error, ValueError):
             return None
-        known = self._cards.get_many(str(i) for _, i in rows)
-        if not rows or any(str(i) not in known for _, i in rows):
+        if any(i not in known for _, i in rows):  # pragma: no cover - committed with its model
             return None
-        return [(int(c), str(i), known[str(i)]) for c, i in rows]
+        return [(c, i, known[i]) for c, i in rows]
 
 
 def read_events(

@@ -580,3 +580,66 @@ def server(
 def support() -> Any:
     """This module, so tests reach its helpers and constants without importing a conftest."""
     return sys.modules[__name__]
+
+
+def terminate_backend(database: Database, pid: int) -> None:
+    """End PostgreSQL backend ``pid`` (as a server restart would) and wait until it is gone.
+
+    Another connection ends it; ``pg_stat_activity`` is read afresh at each statement in
+    autocommit mode (not once per transaction), and the backend exits asynchronously.
+    """
+    with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        assert conn.execute(text(f"SELECT pg_terminate_backend({int(pid)})")).scalar_one()
+        gone = text(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(pid)}")
+        deadline = time.monotonic() + 30
+        while conn.execute(gone).scalar_one() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def sites_a_and_b(url: str, artifacts: ArtifactFactory) -> dict[str, str]:
+    """The test dictionary and sites a and b (both roles, keys of ``artifacts``); their tokens."""
+    from pubsubml.registry.client import RegistryClient
+
+    with RegistryClient(url, ADMIN_TOKEN) as admin:
+        admin.add_features(DICTIONARY.features)
+        return {
+            name: admin.add_site(
+                name, public_key=artifacts.public_key(name), epsilon_budget=50.0, delta_budget=1e-5
+            )["token"]
+            for name in ("a", "b")
+        }
+
+
+def publish_wakes_poll(
+    url_a: str, url_b: str, artifacts: ArtifactFactory, seed: int
+) -> tuple[dict[str, Any], float, str]:
+    """Site b long-polls replica B while site a publishes on replica A.
+
+    Returns B's answer, the seconds the poll waited and the published model's id.
+    """
+    from pubsubml.registry.client import RegistryClient
+
+    tokens = sites_a_and_b(url_a, artifacts)
+    with RegistryClient(url_b, tokens["b"]) as b:
+        sub = b.subscribe("b", "*", task="classification", classes=[0, 1])
+    got: list[tuple[dict[str, Any], float]] = []
+
+    def long_poll() -> None:
+        with httpx.Client(base_url=url_b, timeout=70.0) as http:
+            started = time.monotonic()
+            r = http.get(
+                f"/v1/subscriptions/{sub}/models",
+                params={"after": 0, "timeout": 45},
+                headers={"Authorization": f"Bearer {tokens['b']}"},
+            )
+            got.append((r.json(), time.monotonic() - started))
+
+    reader = threading.Thread(target=long_poll)
+    reader.start()
+    time.sleep(1.0)  # the poll on B is waiting
+    art = artifacts("a", seed=seed)
+    with RegistryClient(url_a, tokens["a"]) as a:
+        published = a.publish_model(art.card, art.weights)
+    reader.join(70)
+    page, waited = got[0]
+    return page, waited, str(published["model_id"])

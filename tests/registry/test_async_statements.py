@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, create_engine, func, select, text
 from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.database import Database
 from pubsubml.registry.tables import FeatureRow
+from registry.conftest import terminate_backend
 
 pytestmark = pytest.mark.postgres
 
@@ -86,12 +87,7 @@ def test_a_dropped_connection_is_replaced_and_the_statement_runs_once_more(
     async def body(pool: AsyncStatements) -> tuple[int, int, int]:
         pid = pool.compile(PID)
         first = (await pool.fetch(pid, {"x": 1}))[0][0]
-        with database.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            assert conn.execute(text(f"SELECT pg_terminate_backend({first})")).scalar_one()
-            gone = text(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {first}")
-            deadline = time.monotonic() + 30
-            while conn.execute(gone).scalar_one() and time.monotonic() < deadline:
-                time.sleep(0.05)  # the backend exits asynchronously
+        terminate_backend(database, first)
         second = (await pool.fetch(pid, {"x": 1}))[0][0]
         return first, second, pool.open_connections
 

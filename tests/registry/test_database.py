@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from pubsubml.registry.database import Database, lock_feed_clock
 from pubsubml.registry.tables import FeatureRow, FeedClockRow, ModelVisibilityRow
+from registry.conftest import terminate_backend
 
 
 @pytest.fixture
@@ -228,14 +229,7 @@ def test_read_statements_run_once_more_when_the_server_dropped_the_connection(
             return int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
 
         first = db.read_statements(backend_pid)
-        # Another connection ends the pooled one (autocommit: pg_stat_activity is read afresh
-        # at each statement, not once per transaction).
-        with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            assert conn.execute(text(f"SELECT pg_terminate_backend({first})")).scalar_one()
-            gone = text(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {first}")
-            deadline = time.monotonic() + 30
-            while conn.execute(gone).scalar_one() and time.monotonic() < deadline:
-                time.sleep(0.05)  # the backend exits asynchronously
+        terminate_backend(db, first)  # another connection ends the pooled one
         second = db.read_statements(backend_pid)
         assert second != first and len(calls) == 3  # the first call, a failed try, the retry
 

@@ -98,14 +98,7 @@ def test_serve_with_two_workers_shares_one_port_and_wakes_across_workers(
     )
     try:
         support.wait_healthy(base, proc=proc)
-        with RegistryClient(base, support.ADMIN_TOKEN) as admin:
-            admin.add_features(support.DICTIONARY.features)
-            tokens = {
-                s: admin.add_site(
-                    s, public_key=artifacts.public_key(s), epsilon_budget=50.0, delta_budget=1e-5
-                )["token"]
-                for s in ("a", "b")
-            }
+        tokens = support.sites_a_and_b(base, artifacts)
         with RegistryClient(base, tokens["b"]) as b:
             sub = b.subscribe("b", "*", task="classification", classes=[0, 1])
             for _ in range(10):  # new connections, answered by either worker: one token

@@ -4,16 +4,13 @@ PostgreSQL LISTEN/NOTIFY; a rolled-back transaction and another schema's commits
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import text
 
-from pubsubml.registry.client import RegistryClient
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
 from pubsubml.registry.services.wakeups import (
@@ -23,10 +20,9 @@ from pubsubml.registry.services.wakeups import (
     postgres_conninfo,
 )
 from registry.conftest import (
-    ADMIN_TOKEN,
-    DICTIONARY,
     ArtifactFactory,
     make_settings,
+    publish_wakes_poll,
     thread_server,
 )
 
@@ -130,38 +126,6 @@ def test_a_publish_on_one_replica_wakes_a_long_poll_on_the_other(
     a_settings = make_settings(pg_url, tmp_path / "store", **changes)
     b_settings = make_settings(pg_url, tmp_path / "store", **changes)
     with thread_server(a_settings) as url_a, thread_server(b_settings) as url_b:
-        with RegistryClient(url_a, ADMIN_TOKEN) as admin:
-            admin.add_features(DICTIONARY.features)
-            tokens = {
-                name: admin.add_site(
-                    name,
-                    public_key=artifacts.public_key(name),
-                    epsilon_budget=50.0,
-                    delta_budget=1e-5,
-                )["token"]
-                for name in ("a", "b")
-            }
-        with RegistryClient(url_b, tokens["b"]) as b:
-            sub = b.subscribe("b", "*", task="classification", classes=[0, 1])
-        got: list[Any] = []
-
-        def long_poll() -> None:
-            with httpx.Client(base_url=url_b, timeout=70.0) as http:
-                started = time.monotonic()
-                r = http.get(
-                    f"/v1/subscriptions/{sub}/models",
-                    params={"after": 0, "timeout": 45},
-                    headers={"Authorization": f"Bearer {tokens['b']}"},
-                )
-                got.append((r.json(), time.monotonic() - started))
-
-        reader = threading.Thread(target=long_poll)
-        reader.start()
-        time.sleep(1.0)  # the poll on B is waiting
-        art = artifacts("a", seed=11)
-        with RegistryClient(url_a, tokens["a"]) as a:
-            published = a.publish_model(art.card, art.weights)
-        reader.join(70)
-    page, waited = got[0]
-    assert [item["model_id"] for item in page["items"]] == [published["model_id"]]
+        page, waited, model_id = publish_wakes_poll(url_a, url_b, artifacts, seed=11)
+    assert [item["model_id"] for item in page["items"]] == [model_id]
     assert waited < 20.0  # woken by the commit on A, not by a re-read after 30 s

@@ -36,6 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import lock_feed_clock
+from pubsubml.registry.services.loop_calls import call_on_loop
 from pubsubml.registry.services.wakeups import notify_commit
 from pubsubml.registry.tables import (
     DeliveryRow,
@@ -435,16 +436,7 @@ class FeedNotifier:
         """Wake every waiting reader of this process (thread-safe; for another replica's commit)."""
         with self._lock:
             loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._rotate()
-        else:
-            loop.call_soon_threadsafe(self._rotate)
+        call_on_loop(loop, self._rotate)
 
     async def wait(self, ticket: asyncio.Event | None, timeout: float) -> None:
         """Wait until ``ticket`` is set or ``timeout`` seconds pass."""

@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import make_url
 
+from pubsubml.registry.services.loop_calls import call_on_loop
+
 __all__ = ["NatsWakeups", "check_nats_url", "feed_subject"]
 
 _log = logging.getLogger(__name__)
@@ -172,17 +174,7 @@ class NatsWakeups:
 
     def broadcast(self) -> None:
         """Tell the other replicas that a feed committed (thread-safe; after the commit)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._publish()
-        else:
-            loop.call_soon_threadsafe(self._publish)
+        call_on_loop(self._loop, self._publish)
 
     def _publish(self) -> None:
         if self.connected:

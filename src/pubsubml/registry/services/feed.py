@@ -310,9 +310,10 @@ class LoopFeedReader:
     A poll that finds deliveries is one
     :class:`~pubsubml.registry.async_statements.AsyncStatements` round trip without a thread, two
     when some cards are not cached yet (they are read in one statement and kept in ``cards``).
-    Anything else (nothing new, which may be someone else's subscription; a value or connection
-    the driver refused; a caller off the app's loop) answers ``None`` and the caller reads
-    synchronously, which also says why.
+    A poll that finds nothing reads the subscription's owner once more: the caller's own (any,
+    for the administrator) means nothing new, an empty page.  Anything else (an unknown or
+    another site's subscription; a value or connection the driver refused; a caller off the
+    app's loop) answers ``None`` and the caller reads synchronously, which also says why (404).
     """
 
     def __init__(self, statements: AsyncStatements, cards: CardCache) -> None:
@@ -321,7 +322,10 @@ class LoopFeedReader:
         self._reads = {
             owned: statements.compile(deliveries_select(owned=owned)) for owned in (False, True)
         }
-        m = ModelRow.__table__.c
+        m, sub = ModelRow.__table__.c, SubscriptionRow.__table__.c
+        self._owner_read = statements.compile(
+            select(sub.site_id).where(sub.id == bindparam("subscription_id"))
+        )
         self._card_read = statements.compile(
             select(m.id, m.card_json).where(
                 m.id == any_(bindparam("ids", type_=postgresql.ARRAY(String)))
@@ -342,7 +346,11 @@ class LoopFeedReader:
                 for c, i in await statements.fetch(self._reads[site_id is not None], values)
             ]
             if not rows:
-                return None
+                owner = await statements.fetch(
+                    self._owner_read, {"subscription_id": subscription_id}
+                )
+                mine = bool(owner) and (site_id is None or owner[0][0] == site_id)
+                return [] if mine else None
             known = self._cards.get_many(i for _, i in rows)
             missing = sorted({i for _, i in rows} - known.keys())
             if missing:

@@ -71,7 +71,7 @@ def _read(
 async def read_feed(
     state: RegistryState, principal: Principal, subscription_id: str, after: int, limit: int
 ) -> Rows:
-    """The feed page: on the event loop when one statement answers, else in the thread pool."""
+    """The feed page: on the event loop where it can answer, else in the thread pool."""
     if state.feed_reader is not None:
         owner = None if principal.is_admin else principal.site_id
         rows = await state.feed_reader.read(

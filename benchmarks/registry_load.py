@@ -21,7 +21,10 @@ Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
         [--workers 1,2] [--levels 1,8,32]
 
 ``--workers`` runs the server with that many processes (``pubsubml registry serve --workers``);
-``postgresql×2`` in the table is PostgreSQL with two.
+``postgresql×2`` in the table is PostgreSQL with two.  ``--history N`` gives every publisher site N
+earlier releases in its ledger before the publishes are measured (rows written straight into the
+database, as a long-running stream publisher would have them), to see whether a publish slows
+down with its site's history.
 """
 
 from __future__ import annotations
@@ -86,6 +89,32 @@ def register_publishers(admin: RegistryClient, n: int) -> tuple[dict[str, object
         for s, k in keys.items()
     }
     return keys, tokens  # type: ignore[return-value]
+
+
+def fill_ledgers(url: str, sites: list[str], history: int) -> None:
+    """Give each of ``sites`` ``history`` earlier releases of the benchmark's DP events."""
+    from pubsubml.privacy.ledger import Release
+    from pubsubml.registry.services.ledger import ledger_row
+    from pubsubml.registry.tables import SiteRow
+
+    eps = compute_epsilon(EVENTS, 1e-5)
+    db = Database(url)
+    try:
+        for name in sites:
+            with db.write() as session:
+                site_id = session.query(SiteRow.id).filter(SiteRow.name == name).scalar()
+                session.add_all(
+                    ledger_row(
+                        site_id,
+                        Release(release_id=f"earlier-{i}", events=tuple(EVENTS)),
+                        epsilon=eps,
+                        delta=1e-5,
+                        model_id=None,  # type: ignore[arg-type]
+                    )
+                    for i in range(history)
+                )
+    finally:
+        db.dispose()
 
 
 def make_artifacts(n: int, keys: dict[str, object], seed: int) -> list[tuple[str, Artifact]]:
@@ -237,6 +266,7 @@ def bench_backend(
     workdir: Path,
     workers: int = 1,
     levels: tuple[int, ...] = LEVELS,
+    history: int = 0,
 ) -> list[tuple[str, int, dict[str, float]]]:
     db = Database(url)
     upgrade(db)
@@ -276,10 +306,15 @@ def bench_backend(
                 time.sleep(0.2)
         admin = RegistryClient(base, ADMIN)
         keys, tokens = register_publishers(admin, N_PUBLISHERS)
-        # Warm the server's accountant caches with one publish (first ε computation of a config).
-        warm = make_artifacts(1, {"pub00": keys["pub00"]}, seed=999)[0][1]
-        RegistryClient(base, tokens["pub00"]).publish(warm.card, warm.weights)
-        total_publishes = 0
+        if history:
+            fill_ledgers(url, sorted(keys), history)
+        # Warm the server's caches with one publish (first ε computation of a configuration), or
+        # one per publisher when they have a history (its releases read once, as a server that
+        # has been running would have them).
+        warm_keys = keys if history else {"pub00": keys["pub00"]}
+        for site, warm in make_artifacts(len(warm_keys), warm_keys, seed=999):
+            RegistryClient(base, tokens[site]).publish(warm.card, warm.weights)
+        total_publishes = len(warm_keys) - 1
         for level in levels:
             budget = 150 * level if level > 1 else 150
             batch = make_artifacts(budget, keys, seed=level)
@@ -360,6 +395,12 @@ def main() -> None:
     parser.add_argument(
         "--levels", default="1,8,32", help="Concurrent client connections to measure, e.g. '8'."
     )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="Earlier releases in each publisher's ledger before publishing (default 0).",
+    )
     args = parser.parse_args()
     levels = tuple(int(c) for c in args.levels.split(","))
     print(
@@ -373,7 +414,7 @@ def main() -> None:
                 if name == "sqlite":
                     url = f"sqlite:///{Path(tmp) / 'registry.db'}"
                     results[label] = bench_backend(
-                        label, url, args.seconds, Path(tmp), workers, levels
+                        label, url, args.seconds, Path(tmp), workers, levels, args.history
                     )
                     continue
                 found = postgres_url()
@@ -383,7 +424,7 @@ def main() -> None:
                 url, drop = found
                 try:
                     results[label] = bench_backend(
-                        label, url, args.seconds, Path(tmp), workers, levels
+                        label, url, args.seconds, Path(tmp), workers, levels, args.history
                     )
                 finally:
                     drop()

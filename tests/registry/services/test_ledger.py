@@ -174,3 +174,24 @@ def test_remaining_epsilon_never_goes_below_zero(db: Database) -> None:
     with db.read() as s:
         public = read_ledger(s, ADMIN, "a")
     assert public.spent_epsilon > 0.1 and public.remaining_epsilon == 0.0
+
+
+def test_stored_releases_are_read_by_their_content_not_their_id(db: Database) -> None:
+    """Two sites' releases with the same id, text and time but other events stay apart, and
+    a release stored after a charge counts in the next one (nothing read earlier goes stale)."""
+    a, b = _site(db, "a"), _site(db, "b", epsilon=compute_epsilon([WIDE], DELTA) * 1.2)
+    _store(db, a, _release("r1", GAUSS))
+    _store(db, b, _release("r1", WIDE))
+    ledgers = {}
+    for site in (a, b):
+        with db.read() as s:
+            row = s.get(SiteRow, site.site_id)
+            assert row is not None
+            ledgers[site.name] = build_ledger(s, row)
+    assert ledgers["a"].releases[0].events == (GAUSS,)
+    assert ledgers["b"].releases[0].events == (WIDE,)
+    small = _release("r2", DPEvent(mechanism="gaussian", noise_multiplier=50.0))
+    assert _charge(db, b, small) == 1
+    _store(db, b, _release("r3", WIDE))
+    with pytest.raises(PrivacyBudgetExceededError):
+        _charge(db, b, small)

@@ -101,3 +101,80 @@ def test_the_store_folder_is_created(tmp_path: Path) -> None:
     UploadLock(db, root)
     assert root.is_dir()
     db.dispose()
+
+
+def test_overlapping_publishes_of_a_process_share_one_hold(db: Database, tmp_path: Path) -> None:
+    lock = UploadLock(db, tmp_path / "store", join_window=30.0)
+    inside = threading.Barrier(4, timeout=20)
+    leave = threading.Event()
+
+    def publish() -> None:
+        with lock.shared():
+            inside.wait()
+            leave.wait(20)
+
+    threads = [threading.Thread(target=publish) for _ in range(3)]
+    for t in threads:
+        t.start()
+    inside.wait()  # all three hold the lock at once
+    assert lock.holds_taken == 1
+    assert _busy(UploadLock(db, tmp_path / "store", timeout=SHORT), "exclusive")
+    leave.set()
+    for t in threads:
+        t.join(20)
+    assert not _busy(UploadLock(db, tmp_path / "store", timeout=SHORT), "exclusive")
+    with lock.shared():  # the last one out released it: the next publish takes it again
+        assert lock.holds_taken == 2
+
+
+def test_a_collection_waits_only_for_holds_younger_than_the_join_window(
+    db: Database, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    joining = UploadLock(db, store, timeout=SHORT, join_window=30.0)
+    brief = UploadLock(db, store, timeout=SHORT, join_window=0.05)
+    collection = UploadLock(db, store, timeout=30.0)
+    probe = UploadLock(db, store, timeout=SHORT, join_window=0.0)
+    done = threading.Event()
+
+    def collect() -> None:
+        with collection.exclusive():
+            done.set()
+
+    with joining.shared(), brief.shared():
+        thread = threading.Thread(target=collect)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not _busy(probe, "shared"):  # the collection now queues behind the holds
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with joining.shared():  # a young hold of the same process is joined: no wait
+            assert joining.holds_taken == 1
+        time.sleep(0.1)
+        assert _busy(brief, "shared")  # too old to join: a new hold waits for the collection
+        assert brief.holds_taken == 2 and not done.is_set()
+    thread.join(30)
+    assert done.is_set()
+    assert not _busy(brief, "shared")
+
+
+def test_publishes_waiting_on_one_hold_all_get_its_error(db: Database, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    lock = UploadLock(db, store, timeout=0.5, join_window=30.0)
+    errors: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            with lock.shared():
+                pass
+        except ServiceBusyError as exc:
+            errors.append(exc)
+
+    with UploadLock(db, store).exclusive():
+        threads = [threading.Thread(target=publish) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+    assert len(errors) == 2 and all("retry" in str(e) for e in errors)
+    assert not _busy(lock, "shared")  # taken again once the collection is over

@@ -10,6 +10,12 @@ collection waits for the publishes in progress, and publishes that start meanwhi
 collection (it takes milliseconds).  A holder that crashes releases the lock with its process or
 its database connection, and costs no extra transaction per publish.
 
+Within one process, concurrent publishes share one hold of the lock: the first takes it, those
+that arrive while it is held join it (no database round trip, no file lock), and the last to
+leave releases it.  A hold accepts newcomers only for ``join_window`` seconds after it was taken;
+later publishes take a new hold, which queues behind a waiting collection like any other, so a
+steady stream of overlapping publishes in one process cannot starve a starting replica.
+
 * SQLite: every replica runs on the host of the database file, so the lock is ``flock`` on
   ``<store>/upload.lock``, behind a short-held gate (``<store>/upload.gate``) so that a stream of
   overlapping publishes cannot starve the collection.
@@ -21,11 +27,14 @@ its database connection, and costs no extra transaction per publish.
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import text
@@ -40,6 +49,18 @@ __all__ = ["UploadLock"]
 _ADVISORY_CLASS = 0x70756273
 
 
+@dataclass(eq=False)
+class _Hold:
+    """One shared hold of the lock, used by every publish of the process that joined it."""
+
+    started: float
+    users: int = 0
+    closing: bool = False
+    ready: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    held: ExitStack = field(default_factory=ExitStack)
+
+
 class UploadLock:
     """Shared for publishes, exclusive for the orphan collection (see the module notes).
 
@@ -50,6 +71,9 @@ class UploadLock:
         Folder of the artifact store (the lock files live there, on SQLite).
     timeout : float, default=30
         Longest wait for the lock; then :class:`~pubsubml.errors.ServiceBusyError`.
+    join_window : float, default=0.5
+        Seconds during which publishes of this process join a hold taken by another one
+        (0: every publish takes the lock itself).
 
     Examples
     --------
@@ -59,9 +83,23 @@ class UploadLock:
     ...     pass
     """
 
-    def __init__(self, db: Database, store_root: str | os.PathLike[str], *, timeout: float = 30.0):
+    def __init__(
+        self,
+        db: Database,
+        store_root: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        join_window: float = 0.5,
+    ):
+        if join_window < 0:
+            raise ValueError(f"join_window must be >= 0, got {join_window}")
         self.db = db
         self.timeout = timeout
+        self.join_window = join_window
+        self.holds_taken = 0
+        """How many times this process took the lock shared (for monitoring and tests)."""
+        self._mutex = threading.Lock()
+        self._hold: _Hold | None = None
         root = Path(store_root)
         root.mkdir(parents=True, exist_ok=True)
         self._lock_path = root / "upload.lock"
@@ -69,7 +107,56 @@ class UploadLock:
 
     @contextmanager
     def shared(self) -> Iterator[None]:
-        """Held by a publish from before its file is written until its transaction ended."""
+        """Held by a publish from before its file is written until its transaction ended.
+
+        Joins this process's current hold when it is younger than ``join_window`` (see the
+        module notes), else takes the lock.
+
+        Raises
+        ------
+        ServiceBusyError
+            A collection held the lock past ``timeout``.
+        """
+        now = time.monotonic()
+        with self._mutex:
+            hold = self._hold
+            joined = hold is not None and not hold.closing and now - hold.started < self.join_window
+            if not joined:
+                hold = self._hold = _Hold(started=now)
+                self.holds_taken += 1
+            assert hold is not None
+            hold.users += 1
+        try:
+            if joined:
+                hold.ready.wait()
+                if hold.error is not None:
+                    raise copy.copy(hold.error)
+            else:
+                try:
+                    hold.held.enter_context(self._take_shared())
+                except BaseException as exc:
+                    hold.error = exc
+                    with self._mutex:  # newcomers take the lock themselves
+                        hold.closing = True
+                        if self._hold is hold:
+                            self._hold = None
+                    raise
+                finally:
+                    hold.ready.set()
+            yield
+        finally:
+            with self._mutex:
+                hold.users -= 1
+                last = hold.users == 0
+                if last:
+                    hold.closing = True
+                    if self._hold is hold:
+                        self._hold = None
+            if last:
+                hold.held.close()
+
+    @contextmanager
+    def _take_shared(self) -> Iterator[None]:
         if self.db.dialect == "sqlite":
             with self._flock(self._gate_path, fcntl.LOCK_SH):
                 fd = self._open_locked(self._lock_path, fcntl.LOCK_SH)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pubsubml.registry.database import Database
 from pubsubml.registry.services.publish import Publication, commit_group
-from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.store import ArtifactStore, StagedArtifact
 from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["GroupCommitter"]
@@ -30,6 +30,7 @@ __all__ = ["GroupCommitter"]
 class _Pending:
     pub: Publication
     store: ArtifactStore
+    staged: StagedArtifact | None
     wake: threading.Event = field(default_factory=threading.Event)
     result: bool | BaseException | None = None
     done: bool = False
@@ -62,16 +63,23 @@ class GroupCommitter:
         self._leading = False
         self.groups: list[int] = []
 
-    def commit(self, pub: Publication, store: ArtifactStore) -> bool:
+    def commit(
+        self, pub: Publication, store: ArtifactStore, staged: StagedArtifact | None = None
+    ) -> bool:
         """Commit ``pub`` (its weights into ``store``) in the next group; True if published,
         False if already published.  A group holds publications to one store.
+
+        ``staged``: the weights already written by
+        :func:`~pubsubml.registry.services.publish.stage_weights`, the caller holding the upload
+        lock shared until this returns; without it the leader writes them.  A file that does
+        not end up committed is removed.
 
         Raises
         ------
         Exception
             The publication's own error (conflict, budget, store or database failure).
         """
-        item = _Pending(pub, store)
+        item = _Pending(pub, store, staged)
         with self._mutex:
             self._queue.append(item)
             if not self._leading:
@@ -95,7 +103,9 @@ class GroupCommitter:
             group = [p for p in self._queue if p.store is store][: self.max_group]
             self._queue = [p for p in self._queue if p not in group]
         try:
-            results = commit_group(self._db, store, self._lock, [p.pub for p in group])
+            results = commit_group(
+                self._db, store, self._lock, [p.pub for p in group], [p.staged for p in group]
+            )
         except BaseException as exc:  # not an Exception (interrupt): every member gets it
             results = [exc] * len(group)
             raise

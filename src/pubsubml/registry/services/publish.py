@@ -59,7 +59,7 @@ from pubsubml.registry.services.ledger import (
 )
 from pubsubml.registry.services.models import get_model, model_public
 from pubsubml.registry.services.sites import get_site_row
-from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.store import ArtifactStore, StagedArtifact
 from pubsubml.registry.tables import (
     ModelFeatureRow,
     ModelRow,
@@ -78,6 +78,7 @@ __all__ = [
     "parse_card",
     "prepare_publication",
     "publish_model",
+    "stage_weights",
 ]
 
 log = logging.getLogger("pubsubml.registry")
@@ -330,12 +331,31 @@ def _commit_one(session: Session, writer: FeedWriter, pub: Publication, storage_
     return True
 
 
+def stage_weights(store: ArtifactStore, pub: Publication) -> StagedArtifact:
+    """Write ``pub``'s weights into ``store`` durably under a fresh key (fsync of the file and of
+    its folder); invisible until a committed row references it.  Hold the upload lock shared
+    from before this call until the commit.  A file that could not be promoted is removed."""
+    staged = store.stage(pub.weights)
+    try:
+        store.promote(staged)
+    except BaseException:
+        store.discard(staged)
+        raise
+    return staged
+
+
 def commit_group(
-    db: Database, store: ArtifactStore, lock: UploadLock, pubs: Sequence[Publication]
+    db: Database,
+    store: ArtifactStore,
+    lock: UploadLock,
+    pubs: Sequence[Publication],
+    staged: Sequence[StagedArtifact | None] | None = None,
 ) -> list[bool | BaseException]:
     """Commit several publications in ONE transaction, each in its own SAVEPOINT (group commit).
 
-    Holding ``lock`` shared, every weights file is written, fsynced and renamed into the store;
+    Holding ``lock`` shared, every weights file is written, fsynced and renamed into the store
+    (:func:`stage_weights`, except those given in ``staged``: written by callers who hold the
+    lock);
     then one transaction takes the feed lock once, re-checks and inserts each publication inside a
     savepoint, and commits once (one commit, one fsync of the database for the group).  A
     publication that fails its re-checks (a conflict, a budget a concurrent publish used first)
@@ -348,35 +368,38 @@ def commit_group(
         Per publication: True (published), False (it was already published) or its error.
     """
     results: list[bool | BaseException] = [False] * len(pubs)
-    staged: list[Any] = [None] * len(pubs)
+    files: list[StagedArtifact | None] = list(staged) if staged is not None else [None] * len(pubs)
+    if len(files) != len(pubs):
+        raise ValueError(f"{len(files)} staged files for {len(pubs)} publications")
     with lock.shared():
         try:
             for i, pub in enumerate(pubs):
-                try:
-                    staged[i] = store.stage(pub.weights)
-                    store.promote(staged[i])  # durable; invisible until a row references it
-                except Exception as exc:
-                    results[i] = exc
+                if files[i] is None:
+                    try:
+                        files[i] = stage_weights(store, pub)
+                    except Exception as exc:
+                        results[i] = exc
             with db.write() as session:
                 writer = FeedWriter(session)
                 for i, pub in enumerate(pubs):
-                    if isinstance(results[i], BaseException):
+                    item = files[i]
+                    if item is None:
                         continue
                     try:
                         with session.begin_nested():
-                            results[i] = _commit_one(session, writer, pub, staged[i].key)
+                            results[i] = _commit_one(session, writer, pub, item.key)
                     except Exception as exc:
                         results[i] = exc
                 writer.close()
         except BaseException as exc:  # the transaction failed: nothing committed
             results = [r if isinstance(r, BaseException) else exc for r in results]
-            for item in staged:
+            for item in files:
                 if item is not None and not (item.promoted and _is_committed(db, item.key)):
                     store.discard(item)
             if not isinstance(exc, Exception):
                 raise
             return results
-    for item, result in zip(staged, results, strict=True):
+    for item, result in zip(files, results, strict=True):
         if item is not None and result is not True:
             store.discard(item)
     return results
@@ -457,4 +480,9 @@ def publish_model(
         return prepared
     if committer is None:
         return commit_publication(db, store, lock, principal, prepared)
-    return committed_model(db, principal, prepared, committer.commit(prepared, store))
+    # The weights are written (and fsynced) here, concurrently with other requests, not by the
+    # group's leader while the others wait; the lock is held until the group has committed.
+    with lock.shared():
+        staged = stage_weights(store, prepared)
+        result = committer.commit(prepared, store, staged)
+    return committed_model(db, principal, prepared, result)

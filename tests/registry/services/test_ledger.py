@@ -5,9 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pytest
 
-from pubsubml.errors import InvalidPrivacyParameterError, PrivacyBudgetExceededError
+from pubsubml.errors import (
+    DuplicateReleaseError,
+    InvalidPrivacyParameterError,
+    PrivacyBudgetExceededError,
+)
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
@@ -18,6 +23,7 @@ from pubsubml.registry.services.ledger import (
     build_ledger,
     charge,
     count_releases,
+    ledger_for_charging,
     ledger_row,
     list_scopes,
     read_ledger,
@@ -195,3 +201,42 @@ def test_stored_releases_are_read_by_their_content_not_their_id(db: Database) ->
     _store(db, b, _release("r3", WIDE))
     with pytest.raises(PrivacyBudgetExceededError):
         _charge(db, b, small)
+
+
+@pytest.mark.parametrize("backend", ["rdp", "pld"])
+def test_grouped_releases_compose_to_the_same_epsilon_to_the_last_digit(
+    db: Database, backend: str
+) -> None:
+    """Whole-data and chunk releases of three configurations, interleaved: the ledger charging
+    uses (stored releases grouped by events and scope) gives exactly the ε of the releases one
+    by one, and counts them all."""
+    site = _site(db, epsilon=1e6)
+    _register(db, site, ["jan", "feb", "mar"])
+    sub = DPEvent(mechanism="subsampled_gaussian", noise_multiplier=1.1, sample_rate=0.01, count=7)
+    configs = [(GAUSS,), (WIDE, sub), (sub,)]
+    scopes: list[tuple[str, ...] | None] = [None, ("jan",), ("feb", "jan"), ("mar",)]
+    rng = np.random.default_rng(3)
+    stored = []
+    for i in range(40):
+        rel = _release(
+            f"r{i}",
+            *configs[int(rng.integers(3))],
+            scope=scopes[int(rng.integers(len(scopes)))],
+        )
+        _store(db, site, rel)
+        stored.append(rel)
+    reference = PrivacyLedger(
+        site="a", epsilon_budget=1e6, delta=DELTA, backend=backend, releases=stored
+    )
+    reference.register_scopes(["jan", "feb", "mar"])
+    new = _release("new", WIDE, scope=("feb",))
+    with db.read() as s:
+        row = s.get(SiteRow, site.site_id)
+        assert row is not None
+        ledger, total = ledger_for_charging(s, row, new, backend=backend)
+        assert total == 40 == _charge(db, site, new)
+        assert len(ledger.releases) < 40
+        with pytest.raises(DuplicateReleaseError):
+            ledger_for_charging(s, row, _release("r7", GAUSS))
+    assert ledger.epsilon_if_charged(new) == reference.epsilon_if_charged(new)
+    assert ledger.spent_epsilon() == reference.spent_epsilon()

@@ -24,7 +24,9 @@ Request counts and durations are bounded; only 127.0.0.1 is contacted.  Run::
 ``postgresql×2`` in the table is PostgreSQL with two.  ``--history N`` gives every publisher site N
 earlier releases in its ledger before the publishes are measured (rows written straight into the
 database, as a long-running stream publisher would have them), to see whether a publish slows
-down with its site's history.
+down with its site's history.  ``--subscriptions N`` adds N subscriptions that every published
+model matches (channel ``x0``, written straight into the database for 32 subscriber sites) before
+the publishes, so each publish delivers to N feeds.
 """
 
 from __future__ import annotations
@@ -113,6 +115,31 @@ def fill_ledgers(url: str, sites: list[str], history: int) -> None:
                     )
                     for i in range(history)
                 )
+    finally:
+        db.dispose()
+
+
+def add_subscriptions(admin: RegistryClient, url: str, n: int) -> None:
+    """``n`` subscriptions to ``x0`` spread over 32 new subscriber sites."""
+    from pubsubml.registry.tables import SiteRow, SubscriptionRow
+
+    names = [f"many{i:02d}" for i in range(32)]
+    for name in names:
+        admin.add_site(name, roles="subscriber", epsilon_budget=1, delta_budget=1e-5)
+    db = Database(url)
+    try:
+        with db.write() as session:
+            ids = dict(session.query(SiteRow.name, SiteRow.id).filter(SiteRow.name.in_(names)))
+            session.add_all(
+                SubscriptionRow(
+                    id=uuid.uuid4().hex,
+                    site_id=ids[names[i % len(names)]],
+                    channel="x0",
+                    task="classification",
+                    classes_json=None,
+                )
+                for i in range(n)
+            )
     finally:
         db.dispose()
 
@@ -267,6 +294,7 @@ def bench_backend(
     workers: int = 1,
     levels: tuple[int, ...] = LEVELS,
     history: int = 0,
+    subscriptions: int = 0,
 ) -> list[tuple[str, int, dict[str, float]]]:
     db = Database(url)
     upgrade(db)
@@ -308,6 +336,8 @@ def bench_backend(
         keys, tokens = register_publishers(admin, N_PUBLISHERS)
         if history:
             fill_ledgers(url, sorted(keys), history)
+        if subscriptions:
+            add_subscriptions(admin, url, subscriptions)
         # Warm the server's caches with one publish (first ε computation of a configuration), or
         # one per publisher when they have a history (its releases read once, as a server that
         # has been running would have them).
@@ -401,6 +431,12 @@ def main() -> None:
         default=0,
         help="Earlier releases in each publisher's ledger before publishing (default 0).",
     )
+    parser.add_argument(
+        "--subscriptions",
+        type=int,
+        default=0,
+        help="Subscriptions every published model matches, added before publishing (default 0).",
+    )
     args = parser.parse_args()
     levels = tuple(int(c) for c in args.levels.split(","))
     print(
@@ -414,7 +450,14 @@ def main() -> None:
                 if name == "sqlite":
                     url = f"sqlite:///{Path(tmp) / 'registry.db'}"
                     results[label] = bench_backend(
-                        label, url, args.seconds, Path(tmp), workers, levels, args.history
+                        label,
+                        url,
+                        args.seconds,
+                        Path(tmp),
+                        workers,
+                        levels,
+                        args.history,
+                        args.subscriptions,
                     )
                     continue
                 found = postgres_url()
@@ -424,7 +467,14 @@ def main() -> None:
                 url, drop = found
                 try:
                     results[label] = bench_backend(
-                        label, url, args.seconds, Path(tmp), workers, levels, args.history
+                        label,
+                        url,
+                        args.seconds,
+                        Path(tmp),
+                        workers,
+                        levels,
+                        args.history,
+                        args.subscriptions,
                     )
                 finally:
                     drop()

@@ -23,6 +23,7 @@ from pubsubml.registry.services.feed import (
     read_events,
 )
 from pubsubml.registry.tables import (
+    DeliveryRow,
     EventRow,
     FeedClockRow,
     ModelRow,
@@ -167,6 +168,34 @@ def test_an_event_at_a_reserved_position_takes_no_new_one(db: Database) -> None:
     with db.read() as s:
         row = s.execute(select(EventRow)).scalar_one()
     assert row.payload == '{"a": [2], "b": 1}' and row.created_at.tzinfo is not None
+
+
+def test_deliver_to_appends_one_delivery_per_feed_in_order(backend: Any) -> None:
+    """Many deliveries in one statement (PostgreSQL: one INSERT over two arrays) get the next
+    cursors in the order given, like one ``deliver`` call each."""
+    db = Database(backend.url)
+    try:
+        with db.write() as s:
+            a, b = _site(s, "a"), _site(s, "b")
+            subs = [f"sub{i:04d}" for i in range(300)]
+            s.add_all(
+                SubscriptionRow(id=i, site_id=b.site_id, channel="x", task="classification")
+                for i in subs
+            )
+            writer = FeedWriter(s)
+            model = _model(s, 1, a, writer.next_position(), public=True)
+            single = writer.deliver(subs[0], model)
+            cursors = writer.deliver_to(subs[:0:-1], model)  # the others, in reverse order
+            assert writer.deliver_to([], model) == []
+            writer.close()
+        assert cursors == list(range(single + 1, single + 300))
+        with db.read() as s:
+            rows = s.execute(select(DeliveryRow.subscription_id, DeliveryRow.cursor)).all()
+        expected = [(subs[0], single), *zip(subs[:0:-1], cursors, strict=True)]
+        assert sorted(rows, key=lambda r: r[1]) == expected
+        assert _clock(db) == cursors[-1]
+    finally:
+        db.dispose()
 
 
 # ---- visibility and readers ---------------------------------------------------------------

@@ -20,6 +20,7 @@ committed first, by the publish otherwise (a unique (subscription, model) key ba
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -28,7 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from sqlalchemy import Select, String, and_, any_, bindparam, exists, false, or_, select, true
+from sqlalchemy import (
+    Select,
+    String,
+    and_,
+    any_,
+    bindparam,
+    exists,
+    false,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -85,6 +99,23 @@ def model_visible_clause(principal: Principal) -> ColumnElement[bool]:
     return or_(ModelRow.public.is_(True), ModelRow.publisher_id == principal.site_id, listed)
 
 
+_DELIVER_UNNEST = text(
+    'INSERT INTO deliveries (subscription_id, "cursor", model_id) '
+    "SELECT s, c, :model FROM unnest(CAST(:subs AS varchar[]), CAST(:cursors AS bigint[])) AS t(s, c)"
+)
+"""Deliveries of one model to many feeds in one PostgreSQL statement (``FeedWriter.deliver_to``)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _channel(text: str) -> Channel:
+    return Channel.parse(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _classes(classes_json: str | None) -> frozenset[Any] | None:
+    return None if classes_json is None else frozenset(json.loads(classes_json))
+
+
 @dataclass(frozen=True)
 class SubscriptionMatch:
     """What a subscription asks for: channel, task, label set, and which site it serves."""
@@ -98,8 +129,21 @@ class SubscriptionMatch:
     @classmethod
     def from_row(cls, row: SubscriptionRow) -> SubscriptionMatch:
         """Build from a stored subscription."""
-        classes = None if row.classes_json is None else frozenset(json.loads(row.classes_json))
-        return cls(row.id, row.site_id, Channel.parse(row.channel), row.task, classes)
+        return cls.from_columns(row.id, row.site_id, row.channel, row.task, row.classes_json)
+
+    @classmethod
+    def from_columns(
+        cls,
+        subscription_id: str,
+        site_id: int,
+        channel: str,
+        task: str,
+        classes_json: str | None,
+    ) -> SubscriptionMatch:
+        """Build from a stored subscription's columns.  Channels and label sets are parsed once
+        per distinct text (many subscriptions share them), so matching a model against thousands
+        of subscriptions parses a handful."""
+        return cls(subscription_id, site_id, _channel(channel), task, _classes(classes_json))
 
     def accepts(
         self,
@@ -174,6 +218,29 @@ class FeedWriter:
             DeliveryRow(subscription_id=subscription_id, cursor=pos, model_id=model_id)
         )
         return pos
+
+    def deliver_to(self, subscription_ids: Sequence[str], model_id: str) -> list[int]:
+        """Append a delivery of ``model_id`` to each of ``subscription_ids``' feeds (in that
+        order, one statement for all, without ORM objects); returns their cursors.  The model's
+        row must be flushed already."""
+        cursors = [self.next_position() for _ in subscription_ids]
+        if not cursors:
+            return cursors
+        conn = self.session.connection()
+        if conn.dialect.name == "postgresql":  # one statement with two arrays, whatever the count
+            conn.execute(
+                _DELIVER_UNNEST,
+                {"subs": list(subscription_ids), "cursors": cursors, "model": model_id},
+            )
+        else:
+            conn.execute(
+                insert(DeliveryRow),
+                [
+                    {"subscription_id": s, "cursor": c, "model_id": model_id}
+                    for s, c in zip(subscription_ids, cursors, strict=True)
+                ],
+            )
+        return cursors
 
     def close(self) -> None:
         """Store the clock (call once, after the last append, before the commit); on PostgreSQL,

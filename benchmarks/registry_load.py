@@ -447,8 +447,10 @@ def main() -> None:
         for name in args.backends.split(","):
             label = name if workers == 1 else f"{name}×{workers}"
             with tempfile.TemporaryDirectory() as tmp:
-                if name == "sqlite":
-                    url = f"sqlite:///{Path(tmp) / 'registry.db'}"
+
+                def run(
+                    url: str, label: str = label, tmp: str = tmp, workers: int = workers
+                ) -> None:
                     results[label] = bench_backend(
                         label,
                         url,
@@ -459,6 +461,9 @@ def main() -> None:
                         args.history,
                         args.subscriptions,
                     )
+
+                if name == "sqlite":
+                    run(f"sqlite:///{Path(tmp) / 'registry.db'}")
                     continue
                 found = postgres_url()
                 if found is None:
@@ -466,16 +471,7 @@ def main() -> None:
                     continue
                 url, drop = found
                 try:
-                    results[label] = bench_backend(
-                        label,
-                        url,
-                        args.seconds,
-                        Path(tmp),
-                        workers,
-                        levels,
-                        args.history,
-                        args.subscriptions,
-                    )
+                    run(url)
                 finally:
                     drop()
     print()

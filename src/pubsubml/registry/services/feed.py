@@ -197,17 +197,22 @@ class FeedWriter:
         model_id: str | None = None,
         position: int | None = None,
     ) -> int:
-        """Append an event to the registry log (at a reserved ``position``); returns its position."""
+        """Append an event to the registry log (at a reserved ``position``); returns its position.
+
+        The row is inserted at once, as one statement (after the session's pending rows, which it
+        may reference), not kept as an ORM object until the next flush."""
         pos = self.next_position() if position is None else position
-        self.session.add(
-            EventRow(
-                position=pos,
-                kind=kind,
-                site_id=site_id,
-                model_id=model_id,
-                payload=json.dumps(payload, sort_keys=True),
-                created_at=utcnow(),
-            )
+        self.session.flush()
+        self.session.connection().execute(
+            insert(EventRow),
+            {
+                "position": pos,
+                "kind": kind,
+                "site_id": site_id,
+                "model_id": model_id,
+                "payload": json.dumps(payload, sort_keys=True),
+                "created_at": utcnow(),
+            },
         )
         return pos
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import or_, select
+from sqlalchemy import insert, or_, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
@@ -61,6 +61,7 @@ from pubsubml.registry.services.models import get_model, model_public
 from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.store import ArtifactStore, StagedArtifact
 from pubsubml.registry.tables import (
+    LedgerEntryRow,
     ModelFeatureRow,
     ModelRow,
     ModelVisibilityRow,
@@ -260,10 +261,12 @@ def _matching_subscriptions(session: Session, pub: Publication) -> list[str]:
 
 
 def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> None:
+    """Insert the model, its event, features, visibility, ledger entry and deliveries, each table
+    in one statement without ORM objects (this runs holding the feed lock, which every publish
+    of every replica waits for)."""
     card = pub.card
     position = writer.next_position()
-    now = utcnow()
-    pub.row = ModelRow(
+    pub.row = ModelRow(  # not added to the session: the answer is built from it
         id=card.model_id,
         publisher_id=pub.site_id,
         task=card.task,
@@ -277,10 +280,10 @@ def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key:
         card_json=pub.card_json,
         public=pub.visible_to is None,
         position=position,
-        created_at=now,
+        created_at=utcnow(),
     )
-    session.add(pub.row)
-    session.flush()
+    conn = session.connection()
+    conn.execute(insert(ModelRow), {c: getattr(pub.row, c) for c in _MODEL_COLUMNS})
     writer.event(
         "model.published",
         {"model_id": card.model_id, "publisher": card.publisher, "task": card.task},
@@ -288,22 +291,28 @@ def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key:
         model_id=card.model_id,
         position=position,
     )
-    session.add_all(
-        ModelFeatureRow(model_id=card.model_id, feature_name=n) for n in card.input_features
+    conn.execute(
+        insert(ModelFeatureRow),
+        [{"model_id": card.model_id, "feature_name": n} for n in card.input_features],
     )
-    session.add_all(
-        ModelVisibilityRow(model_id=card.model_id, site_id=s) for s in (pub.visible_to or ())
-    )
-    session.add(
-        ledger_row(
-            pub.site_id,
-            pub.release,
-            epsilon=pub.epsilon,
-            delta=card.privacy.delta,
-            model_id=card.model_id,
+    if pub.visible_to:
+        conn.execute(
+            insert(ModelVisibilityRow),
+            [{"model_id": card.model_id, "site_id": s} for s in pub.visible_to],
         )
+    entry = ledger_row(
+        pub.site_id,
+        pub.release,
+        epsilon=pub.epsilon,
+        delta=card.privacy.delta,
+        model_id=card.model_id,
     )
+    conn.execute(insert(LedgerEntryRow), {c: getattr(entry, c) for c in _LEDGER_COLUMNS})
     writer.deliver_to(_matching_subscriptions(session, pub), card.model_id)
+
+
+_MODEL_COLUMNS = tuple(c.key for c in ModelRow.__table__.columns)
+_LEDGER_COLUMNS = tuple(c.key for c in LedgerEntryRow.__table__.columns if c.key != "id")
 
 
 def _is_committed(db: Database, storage_key: str) -> bool:

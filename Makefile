@@ -27,13 +27,17 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests benchmarks
 	$(BIN)/ruff format src tests benchmarks
 
-# Two pytest steps, each on two worker processes (pytest-xdist): everything but the end-to-end
-# runs, then the end-to-end runs (marked slow). `pytest -m "not slow"` is the quick loop.
+# One pytest session on two worker processes (pytest-xdist). tests/conftest.py puts the end-to-end
+# runs (marked slow) first and --maxschedchunk 1 hands tests out one at a time, so the long runs
+# start at once on both workers and the short tests fill in around them.
+# `pytest -m "not slow"` is the quick loop.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
-	$(BIN)/python -m pytest -q -n 2 -m slow
+	$(BIN)/python -m pytest -q -n 2 --maxschedchunk 1
 
-test: lint pytest
+# lint and pytest side by side: pytest leaves part of a core idle (tests that wait on servers and
+# child processes), which ruff and mypy fill; each output line is printed whole.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=line lint pytest
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -117,6 +117,16 @@ def split_features() -> dict[str, Any]:
     return {"schema": schema, "A": A, "C": C, "data": data}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the end-to-end runs (marked ``slow``) first, in their collected order.
+
+    ``make test`` runs the whole suite in one pytest-xdist session: the long runs start at once
+    and the thousands of short tests fill the workers around them, so neither worker idles at the
+    end waiting on a long run that happened to be scheduled last.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 RAY_HERE = "PUBSUBML_TEST_RAY_HERE"
 """Set in the child pytest process that runs a ``ray``-marked test (see below)."""
 

@@ -34,10 +34,7 @@ format: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --maxschedchunk 1
 
-# lint and pytest side by side: pytest leaves part of a core idle (tests that wait on servers and
-# child processes), which ruff and mypy fill; each output line is printed whole.
-test: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=line lint pytest
+test: lint pytest
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

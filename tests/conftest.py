@@ -8,14 +8,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")
 
 import contextlib
-import json
 import logging
 import subprocess
 import sys
-import tempfile
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,68 +127,28 @@ RAY_HERE = "PUBSUBML_TEST_RAY_HERE"
 """Set in the child pytest process that runs a ``ray``-marked test (see below)."""
 
 
-RAY_REPORT = "PUBSUBML_TEST_RAY_REPORT"
-"""Where the child pytest process writes the outcome of each phase of its test (JSON lines)."""
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """In the child process of a ``ray``-marked test: record each phase's outcome at once."""
-    path = os.environ.get(RAY_REPORT)
-    if path and os.environ.get(RAY_HERE) == "1":
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"when": report.when, "outcome": report.outcome}) + "\n")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """Run a ``ray``-marked test in a child pytest process.
 
-    Ray starts a raylet, a GCS and workers as children of the process that calls ``ray.init``;
-    shutting them down inside a pytest-xdist worker can take that worker with them.  The child
-    runs the one test in-process (with ``RAY_HERE`` set) and the parent reports its outcome.
-    Now and then ``ray.shutdown()`` ends the child process itself (exit code 1, nothing printed)
-    while the fixture tears Ray down; the child records each phase as it ends, so a test that
-    passed is told apart from one that failed, and a shutdown that ended the process after a
-    passing test is reported as a warning.
+    Ray starts a raylet, a GCS and workers as children of the process that calls ``ray.init``,
+    and installs its own handlers in it; the child runs the one test in-process (with
+    ``RAY_HERE`` set), so none of that is left in the pytest-xdist worker, and the parent reports
+    the child's outcome.
     """
     if pyfuncitem.get_closest_marker("ray") is None or os.environ.get(RAY_HERE) == "1":
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        record = Path(tmp) / "phases.jsonl"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-rs",
-                pyfuncitem.nodeid,
-            ],
-            cwd=pyfuncitem.config.rootpath,
-            env={**os.environ, RAY_HERE: "1", RAY_REPORT: str(record)},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        phases = {}
-        if record.exists():
-            for line in record.read_text(encoding="utf-8").splitlines():
-                entry = json.loads(line)
-                phases[entry["when"]] = entry["outcome"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", pyfuncitem.nodeid],
+        cwd=pyfuncitem.config.rootpath,
+        env={**os.environ, RAY_HERE: "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = done.stdout[-4000:] + done.stderr[-2000:]
     if done.returncode == 0 and " skipped" in done.stdout and " passed" not in done.stdout:
         pytest.skip(done.stdout.strip().splitlines()[-2][:300])
-    assert "failed" not in phases.values(), output
-    died_in_teardown = phases == {"setup": "passed", "call": "passed"}
-    if done.returncode != 0 and died_in_teardown:
-        warnings.warn(
-            f"ray.shutdown() ended the child process (exit code {done.returncode}) after the "
-            "test passed",
-            stacklevel=1,
-        )
-        return True
     assert done.returncode == 0, output
     return True
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,22 @@ def refuse(x: int) -> int:
     return x
 
 
+def mark(folder: str, x: int) -> int:
+    """Leave a file named ``x`` in ``folder``; task 0 then fails, the others take a while."""
+    (Path(folder) / str(x)).touch()
+    if x == 0:
+        raise ValueError("task 0 refuses")
+    time.sleep(0.2)
+    return x
+
+
+def _stop_at_first_error(pool: Executor, folder: Path, n: int) -> int:
+    """Run ``n`` :func:`mark` tasks on ``pool`` until task 0 fails; how many of them ran."""
+    with pytest.raises(ValueError, match="task 0 refuses"), pool:
+        list(pool.submit(mark, [(str(folder), x) for x in range(n)]))
+    return len(list(folder.iterdir()))
+
+
 def _run(pool: Executor, n: int = 5) -> dict[int, tuple[int, int]]:
     with pool:
         pairs = list(pool.submit(probe, [(x,) for x in range(n)]))
@@ -52,6 +70,11 @@ def test_process_pool_workers_use_one_thread() -> None:
     assert results == {x: (x * x, 1) for x in range(5)}
 
 
+def test_process_pool_drops_the_tasks_not_started_when_one_fails(tmp_path: Path) -> None:
+    # Two workers; the executor queues at most a few calls ahead of them, never all 30.
+    assert _stop_at_first_error(make_executor("process", jobs=2), tmp_path, 30) <= 6
+
+
 @pytest.mark.ray
 def test_ray_runs_the_tasks_elsewhere_like_the_process_pool_and_raises_their_errors(
     ray_session: RayBackend,
@@ -66,6 +89,25 @@ def test_ray_runs_the_tasks_elsewhere_like_the_process_pool_and_raises_their_err
     for failing in (make_executor("process", jobs=1), make_executor("ray", jobs=2)):
         with pytest.raises(ValueError, match="task 2 refuses"), failing:
             list(failing.submit(refuse, [(x,) for x in range(4)]))
+
+
+@pytest.mark.ray
+def test_ray_submits_as_many_tasks_as_cpus_and_never_cancels_one(
+    ray_session: RayBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray
+
+    def no_cancel(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ray.cancel can abort the driver on a task that is ending")
+
+    monkeypatch.setattr(ray, "cancel", no_cancel)
+    # The instance has 2 CPUs: task 0 fails while at most one other runs; the rest never start.
+    assert _stop_at_first_error(make_executor("ray", jobs=2), tmp_path, 30) <= 2
+    with make_executor("ray", jobs=2) as pool:  # stopping early waits for the running task
+        results = pool.submit(where, [(x,) for x in range(30)])
+        next(results)
+        results.close()
+    assert _run(make_executor("ray", jobs=2), n=7) == {x: (x * x, 1) for x in range(7)}
 
 
 def test_bad_choices_are_refused_before_anything_starts() -> None:

@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import logging
 import multiprocessing
 import os
@@ -138,8 +139,12 @@ class ProcessPoolBackend:
         futures: dict[Future[T], int] = {
             self._pool.submit(fn, *args): i for i, args in enumerate(tasks)
         }
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+        try:
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:  # stopped early: the tasks no worker has started never run
+            for fut in futures:
+                fut.cancel()
 
 
 _worker_ready = False
@@ -231,23 +236,43 @@ class RayBackend:
     ) -> Iterator[tuple[int, T]]:
         """Run ``fn(*args)`` for every ``args`` as Ray tasks; yield ``(index, result)`` as they end.
 
-        Tasks still pending when the iteration stops early (a task raised) are cancelled.
+        At most as many tasks are in Ray at a time as it has CPUs (``jobs`` for an instance
+        started here, the cluster's CPUs otherwise); the next one is submitted as one ends.  When
+        the iteration stops early (a task raised, or the caller stopped), the tasks not yet
+        submitted never run and the running ones are waited for, as the process pool does: they
+        are not cancelled, because ``ray.cancel`` on a task whose reply is arriving can abort this
+        process inside Ray (the ``it != submissible_tasks_.end()`` check of its task manager;
+        ray-project/ray#54798).
         """
         ray = self._ray
         if ray is None:
             raise RuntimeError("use the backend in a with block")
         remote = ray.remote(num_cpus=1)(_run_in_worker)
         fn_ref = ray.put(fn)  # serialized once, not once per task
-        pending = {remote.remote(fn_ref, *args): i for i, args in enumerate(tasks)}
+        slots = self.jobs if self.address is None and self._started else self._cluster_cpus()
+        waiting = iter(enumerate(tasks))
+        running: dict[Any, int] = {}
+
+        def fill() -> None:
+            for i, args in itertools.islice(waiting, max(0, slots - len(running))):
+                running[remote.remote(fn_ref, *args)] = i
+
         try:
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
+            fill()
+            while running:
+                done, _ = ray.wait(list(running), num_returns=1)
                 for ref in done:
+                    i = running.pop(ref)
                     result = ray.get(ref)
-                    yield pending.pop(ref), result
+                    fill()
+                    yield i, result
         finally:
-            for ref in pending:
-                ray.cancel(ref)
+            if running:
+                ray.wait(list(running), num_returns=len(running))
+
+    def _cluster_cpus(self) -> int:
+        """The CPUs of the Ray instance this backend joined (at least one)."""
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
 
 
 def _process_pool(jobs: int, address: str | None) -> ProcessPoolBackend:

@@ -139,13 +139,14 @@ async def poll(
     subscription_id: str,
     principal: PrincipalDep,
     state: StateDep,
-    notifier: NotifierDep,
-    settings: SettingsDep,
     after: Cursor = 0,
     timeout: Annotated[float, Query(ge=0)] = 0.0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """Items with cursor > ``after``, oldest first; waits up to ``timeout`` s when there are none."""
+    # The notifier and settings come from the state rather than as dependencies of their own:
+    # resolving each dependency costs this hottest route a share of its time.
+    notifier, settings = state.notifier, state.settings
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(timeout, settings.long_poll_max_seconds)
     while True:

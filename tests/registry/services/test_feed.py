@@ -170,9 +170,9 @@ def test_an_event_at_a_reserved_position_takes_no_new_one(db: Database) -> None:
     assert row.payload == '{"a": [2], "b": 1}' and row.created_at.tzinfo is not None
 
 
-def test_deliver_to_appends_one_delivery_per_feed_in_order(backend: Any) -> None:
-    """Many deliveries in one statement (PostgreSQL: one INSERT over two arrays) get the next
-    cursors in the order given, like one ``deliver`` call each."""
+def test_deliver_to_and_deliver_many_append_in_the_order_given(backend: Any) -> None:
+    """Many deliveries in one statement (PostgreSQL: one INSERT over three arrays) get the next
+    cursors in the order given: one model to many feeds, or many models to one feed."""
     db = Database(backend.url)
     try:
         with db.write() as s:
@@ -184,16 +184,25 @@ def test_deliver_to_appends_one_delivery_per_feed_in_order(backend: Any) -> None
             )
             writer = FeedWriter(s)
             model = _model(s, 1, a, writer.next_position(), public=True)
-            single = writer.deliver(subs[0], model)
+            others = [_model(s, i, a, writer.next_position(), public=True) for i in (2, 3, 4)]
+            (single,) = writer.deliver_to(subs[:1], model)
             cursors = writer.deliver_to(subs[:0:-1], model)  # the others, in reverse order
-            assert writer.deliver_to([], model) == []
+            assert writer.deliver_to([], model) == writer.deliver_many(subs[0], []) == []
+            many = writer.deliver_many(subs[0], others[::-1])
             writer.close()
         assert cursors == list(range(single + 1, single + 300))
+        assert many == [cursors[-1] + 1, cursors[-1] + 2, cursors[-1] + 3]
         with db.read() as s:
-            rows = s.execute(select(DeliveryRow.subscription_id, DeliveryRow.cursor)).all()
-        expected = [(subs[0], single), *zip(subs[:0:-1], cursors, strict=True)]
+            rows = s.execute(
+                select(DeliveryRow.subscription_id, DeliveryRow.cursor, DeliveryRow.model_id)
+            ).all()
+        expected = [
+            (subs[0], single, model),
+            *((sub, c, model) for sub, c in zip(subs[:0:-1], cursors, strict=True)),
+            *((subs[0], c, m) for c, m in zip(many, others[::-1], strict=True)),
+        ]
         assert sorted(rows, key=lambda r: r[1]) == expected
-        assert _clock(db) == cursors[-1]
+        assert _clock(db) == many[-1]
     finally:
         db.dispose()
 
@@ -222,8 +231,7 @@ def _deliver_both(db: Database, world: dict[str, Any]) -> tuple[int, int]:
         )
         s.flush()
         writer = FeedWriter(s)
-        c1 = writer.deliver("sub-b", world["public"])
-        c2 = writer.deliver("sub-b", world["private"])
+        c1, c2 = writer.deliver_many("sub-b", [world["public"], world["private"]])
         writer.close()
     return c1, c2
 

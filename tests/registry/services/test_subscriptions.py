@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
@@ -19,7 +19,7 @@ from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate
 from pubsubml.registry.services.features import add_features
-from pubsubml.registry.services.feed import read_deliveries
+from pubsubml.registry.services.feed import FeedWriter, read_deliveries
 from pubsubml.registry.services.publish import publish_model
 from pubsubml.registry.services.sites import create_site
 from pubsubml.registry.services.subscriptions import (
@@ -28,7 +28,13 @@ from pubsubml.registry.services.subscriptions import (
     list_subscriptions,
 )
 from pubsubml.registry.store import ArtifactStore
-from pubsubml.registry.tables import EventRow, ModelRow, SiteRow
+from pubsubml.registry.tables import (
+    EventRow,
+    ModelFeatureRow,
+    ModelRow,
+    ModelVisibilityRow,
+    SiteRow,
+)
 from pubsubml.registry.upload_lock import UploadLock
 
 
@@ -160,3 +166,133 @@ def test_listing_and_reading_are_limited_to_the_callers_own(env: Env) -> None:
         for who, sub in ((env.sites["b"], theirs.id), (ADMIN, theirs.id + "0" * 80)):
             with pytest.raises(NotFoundError, match="not found"):
                 get_subscription(s, who, sub)
+
+
+# ---- large histories and the feed lock -----------------------------------------------------
+def _bulk_history(db: Database, support: Any, n: int) -> tuple[Principal, int, list[str]]:
+    """Sites "pub" and "sub", and ``n`` models of "pub" written straight into the database:
+    every third one has the channel's feature "age", every fifth is private and listed for
+    "sub".  Returns the subscriber, the publisher's id and the ids "age" must deliver to the
+    subscriber, in order."""
+    with db.write() as s:
+        add_features(s, ADMIN, support.DICTIONARY.features)
+        sites = []
+        for name in ("pub", "sub"):
+            row = SiteRow(name=name, roles="both", epsilon_budget=1.0, delta_budget=1e-5)
+            row.token_hash = name[0] * 64
+            s.add(row)
+            s.flush()
+            sites.append(row.id)
+        pub, sub = sites
+        writer = FeedWriter(s)
+        first = writer.position + 1
+        ids = [f"{i:032x}" for i in range(n)]
+        conn = s.connection()
+        conn.execute(
+            insert(ModelRow),
+            [
+                {
+                    "id": m,
+                    "publisher_id": pub,
+                    "task": "classification",
+                    "epsilon": 1.0,
+                    "delta": 1e-5,
+                    "claimed_epsilon": 1.0,
+                    "format": "safetensors",
+                    "weights_sha256": m * 2,
+                    "size_bytes": 1,
+                    "storage_key": m,
+                    "card_json": '{"classes": [0, 1]}',
+                    "public": i % 5 != 0,
+                    "position": first + i,
+                }
+                for i, m in enumerate(ids)
+            ],
+        )
+        conn.execute(
+            insert(ModelFeatureRow),
+            [
+                {"model_id": m, "feature_name": "age" if i % 3 == 0 else "wbc"}
+                for i, m in enumerate(ids)
+            ],
+        )
+        conn.execute(
+            insert(ModelVisibilityRow),
+            [{"model_id": m, "site_id": sub} for i, m in enumerate(ids) if i % 5 == 0],
+        )
+        writer.position = first + n - 1
+        writer.close()
+    principal = Principal(kind="site", site_id=sub, name="sub", roles="both")
+    return principal, pub, [m for i, m in enumerate(ids) if i % 3 == 0]
+
+
+def test_a_history_beyond_the_databases_parameter_limit_is_delivered(
+    backend: Any, support: Any
+) -> None:
+    """More models than one statement may bind (65,535 parameters in PostgreSQL's protocol;
+    32,766 in SQLite's default build): the backfill names no model ids in its statements."""
+    n = 66_000
+    db = Database(backend.url)
+    try:
+        subscriber, _, expected = _bulk_history(db, support, n)
+        with db.write() as s:
+            created = create_subscription(
+                s, subscriber, SubscriptionCreate(channel="age", task="classification")
+            )
+        with db.read() as s:
+            got = [m for _, m, _ in read_deliveries(s, created.id, after=0, limit=n)]
+        assert got == expected
+    finally:
+        db.dispose()
+
+
+@pytest.mark.postgres
+def test_a_model_committed_while_the_history_is_read_is_delivered_once(
+    pg_migrated: str, support: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history is read before the feed lock; a model another transaction commits before the
+    lock is taken is read under it (the publish could not see the uncommitted subscription)."""
+    from pubsubml.registry.services import subscriptions as module
+
+    support._empty_postgres(pg_migrated)
+    db = Database(pg_migrated)
+    try:
+        subscriber, publisher, expected = _bulk_history(db, support, 30)
+        late = f"{10**6:032x}"
+
+        class PublishFirst(FeedWriter):
+            def __init__(self, session: Any) -> None:
+                with db.write() as other:  # another connection: commits at once
+                    writer = FeedWriter(other)
+                    other.add(
+                        ModelRow(
+                            id=late,
+                            publisher_id=publisher,
+                            task="classification",
+                            epsilon=1.0,
+                            delta=1e-5,
+                            claimed_epsilon=1.0,
+                            format="safetensors",
+                            weights_sha256=late * 2,
+                            size_bytes=1,
+                            storage_key=late,
+                            card_json="{}",
+                            public=True,
+                            position=writer.next_position(),
+                        )
+                    )
+                    other.flush()
+                    other.add(ModelFeatureRow(model_id=late, feature_name="age"))
+                    writer.close()
+                super().__init__(session)
+
+        monkeypatch.setattr(module, "FeedWriter", PublishFirst)
+        with db.write() as s:
+            created = create_subscription(
+                s, subscriber, SubscriptionCreate(channel="age", task="classification")
+            )
+        with db.read() as s:
+            got = [m for _, m, _ in read_deliveries(s, created.id, after=0, limit=100)]
+        assert got == [*expected, late]
+    finally:
+        db.dispose()

@@ -15,6 +15,9 @@ position 8.
 Publish and subscribe serialize on the same lock, so a model published while a subscription is
 being created is delivered exactly once: by the backfill of the subscription if the model
 committed first, by the publish otherwise (a unique (subscription, model) key backs this up).
+A subscription reads and matches the history before it takes the lock and, holding it, reads
+only the models above the highest position it read: since positions commit in increasing order,
+those are exactly the ones committed in between, and a large history does not hold up publishes.
 """
 
 from __future__ import annotations
@@ -100,10 +103,10 @@ def model_visible_clause(principal: Principal) -> ColumnElement[bool]:
 
 
 _DELIVER_UNNEST = text(
-    'INSERT INTO deliveries (subscription_id, "cursor", model_id) '
-    "SELECT s, c, :model FROM unnest(CAST(:subs AS varchar[]), CAST(:cursors AS bigint[])) AS t(s, c)"
+    'INSERT INTO deliveries (subscription_id, "cursor", model_id) SELECT s, c, m FROM unnest('
+    "CAST(:subs AS varchar[]), CAST(:cursors AS bigint[]), CAST(:models AS varchar[])) AS t(s, c, m)"
 )
-"""Deliveries of one model to many feeds in one PostgreSQL statement (``FeedWriter.deliver_to``)."""
+"""Many deliveries in one PostgreSQL statement with three arrays (:meth:`FeedWriter._append`)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -216,33 +219,32 @@ class FeedWriter:
         )
         return pos
 
-    def deliver(self, subscription_id: str, model_id: str) -> int:
-        """Append a delivery of ``model_id`` to a subscription's feed; returns its cursor."""
-        pos = self.next_position()
-        self.session.add(
-            DeliveryRow(subscription_id=subscription_id, cursor=pos, model_id=model_id)
-        )
-        return pos
-
     def deliver_to(self, subscription_ids: Sequence[str], model_id: str) -> list[int]:
         """Append a delivery of ``model_id`` to each of ``subscription_ids``' feeds (in that
-        order, one statement for all, without ORM objects); returns their cursors.  The model's
-        row must be flushed already."""
+        order); returns their cursors.  The model's row must be flushed already."""
+        return self._append(list(subscription_ids), [model_id] * len(subscription_ids))
+
+    def deliver_many(self, subscription_id: str, model_ids: Sequence[str]) -> list[int]:
+        """Append deliveries of ``model_ids`` (in that order) to one subscription's feed; returns
+        their cursors.  The subscription's row must be flushed already."""
+        return self._append([subscription_id] * len(model_ids), list(model_ids))
+
+    def _append(self, subscription_ids: list[str], model_ids: list[str]) -> list[int]:
+        """Deliveries at the next cursors: one statement for all, without ORM objects."""
         cursors = [self.next_position() for _ in subscription_ids]
         if not cursors:
             return cursors
         conn = self.session.connection()
-        if conn.dialect.name == "postgresql":  # one statement with two arrays, whatever the count
+        if conn.dialect.name == "postgresql":  # one statement with three arrays, whatever the count
             conn.execute(
-                _DELIVER_UNNEST,
-                {"subs": list(subscription_ids), "cursors": cursors, "model": model_id},
+                _DELIVER_UNNEST, {"subs": subscription_ids, "cursors": cursors, "models": model_ids}
             )
         else:
             conn.execute(
                 insert(DeliveryRow),
                 [
-                    {"subscription_id": s, "cursor": c, "model_id": model_id}
-                    for s, c in zip(subscription_ids, cursors, strict=True)
+                    {"subscription_id": s, "cursor": c, "model_id": m}
+                    for s, c, m in zip(subscription_ids, cursors, model_ids, strict=True)
                 ],
             )
         return cursors

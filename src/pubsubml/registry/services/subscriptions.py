@@ -2,15 +2,17 @@
 
 Creating a subscription delivers, in the same transaction, every matching model published
 before it (in publication order), so a site that joins late sees the whole history; later
-models are delivered by the publish transaction.  Both hold the feed lock, so every model reaches
-every matching subscription exactly once (:mod:`pubsubml.registry.services.feed`).
+models are delivered by the publish transaction.  Both hold the feed lock while they append, so
+every model reaches every matching subscription exactly once
+(:mod:`pubsubml.registry.services.feed`).  The history is read and matched before the lock is
+taken, and only the models committed meanwhile are read under it: positions are committed in
+increasing order, so those are the ones above the highest position read.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -31,7 +33,12 @@ from pubsubml.registry.tables import (
 )
 from pubsubml.schema import Channel
 
-__all__ = ["create_subscription", "get_subscription", "list_subscriptions"]
+__all__ = [
+    "create_subscription",
+    "get_subscription",
+    "list_subscriptions",
+    "matching_history",
+]
 
 
 def _public(row: SubscriptionRow, site: str) -> SubscriptionPublic:
@@ -46,41 +53,63 @@ def _public(row: SubscriptionRow, site: str) -> SubscriptionPublic:
     )
 
 
-def _backfill(session: Session, writer: FeedWriter, match: SubscriptionMatch) -> int:
-    models = session.execute(
-        select(ModelRow.id, ModelRow.publisher_id, ModelRow.public, ModelRow.card_json)
-        .where(ModelRow.task == match.task, ModelRow.publisher_id != match.site_id)
-        .order_by(ModelRow.position)
-    ).all()
+def matching_history(
+    session: Session, match: SubscriptionMatch, *, after: int = 0
+) -> tuple[list[str], int]:
+    """The published models ``match`` accepts with a position above ``after``, in order.
+
+    Three statements, whatever the size of the history: the task's models from other sites (the
+    cards only when the subscription has a label set), their input features among the channel's
+    (none for ``*``), and the ones listed as visible to the subscriber.  Every feature of every
+    term is among the channel's, so those are all :meth:`SubscriptionMatch.accepts` needs.
+
+    Returns
+    -------
+    model_ids : list of str
+        In position order.
+    seen : int
+        The highest position of the task's models from other sites that were read (``after``
+        when none): committed positions only grow, so a later call with ``after=seen`` reads
+        exactly the models committed since.
+    """
+    m = ModelRow.__table__.c
+    mf, mv = ModelFeatureRow.__table__, ModelVisibilityRow.__table__
+    scope = (m.task == match.task, m.publisher_id != match.site_id, m.position > after)
+    labels = match.classes is not None
+    columns = [m.id, m.publisher_id, m.public, m.position, *([m.card_json] if labels else [])]
+    models = session.execute(select(*columns).where(*scope).order_by(m.position)).all()
     if not models:
-        return 0
-    ids = [m.id for m in models]
+        return [], after
+    wanted = sorted(match.channel.features)
     features: dict[str, list[str]] = {}
-    for mid, name in session.execute(
-        select(ModelFeatureRow.model_id, ModelFeatureRow.feature_name).where(
-            ModelFeatureRow.model_id.in_(ids)
-        )
-    ).all():
-        features.setdefault(mid, []).append(name)
+    if wanted:
+        for model_id, name in session.execute(
+            select(mf.c.model_id, mf.c.feature_name)
+            .select_from(mf.join(ModelRow.__table__, m.id == mf.c.model_id))
+            .where(*scope, mf.c.feature_name.in_(wanted))
+        ):
+            features.setdefault(model_id, []).append(name)
     listed = set(
         session.execute(
-            select(ModelVisibilityRow.model_id).where(ModelVisibilityRow.site_id == match.site_id)
+            select(mv.c.model_id)
+            .select_from(mv.join(ModelRow.__table__, m.id == mv.c.model_id))
+            .where(*scope, mv.c.site_id == match.site_id)
         ).scalars()
     )
-    n = 0
-    for m in models:
-        classes: list[Any] | None = json.loads(m.card_json).get("classes")
+    mine = frozenset({match.site_id})
+    accepted = [
+        row.id
+        for row in models
         if match.accepts(
-            publisher_id=m.publisher_id,
+            publisher_id=row.publisher_id,
             task=match.task,
-            classes=classes,
-            features=features.get(m.id, ()),
-            public=m.public,
-            visible_to=frozenset({match.site_id}) if m.id in listed else frozenset(),
-        ):
-            writer.deliver(match.subscription_id, m.id)
-            n += 1
-    return n
+            classes=json.loads(row.card_json).get("classes") if labels else None,
+            features=features.get(row.id, ()),
+            public=row.public,
+            visible_to=mine if row.id in listed else frozenset(),
+        )
+    ]
+    return accepted, int(models[-1].position)
 
 
 def create_subscription(
@@ -112,7 +141,6 @@ def create_subscription(
         raise SchemaMismatchError(
             f"the channel names features {unknown[:10]} that are not in the feature dictionary"
         )
-    writer = FeedWriter(session)
     row = SubscriptionRow(
         id=uuid.uuid4().hex,
         site_id=site.id,
@@ -123,7 +151,13 @@ def create_subscription(
     )
     session.add(row)
     session.flush()
-    delivered = _backfill(session, writer, SubscriptionMatch.from_row(row))
+    # The history is read and matched before the feed lock, which every publish of every replica
+    # waits for; holding it, only the models committed since are read (usually none).
+    match = SubscriptionMatch.from_row(row)
+    history, seen = matching_history(session, match)
+    writer = FeedWriter(session)
+    history += matching_history(session, match, after=seen)[0]
+    delivered = len(writer.deliver_many(row.id, history))
     writer.event(
         "subscription.created",
         {

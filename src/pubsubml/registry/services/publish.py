@@ -199,7 +199,8 @@ def prepare_publication(
             f"registered key {site.key_id[:16]}…"
         )
     verify_card(card, {site.key_id: public_key_from_base64(site.public_key)})
-    existing = session.get(ModelRow, card.model_id)
+    # Only whether it exists: no ORM object, and not the stored card's text.
+    existing = session.execute(select(ModelRow.id).where(ModelRow.id == card.model_id)).first()
     if existing is not None:
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})

@@ -37,11 +37,15 @@ def refuse(x: int) -> int:
 
 
 def mark(folder: str, x: int) -> int:
-    """Leave a file named ``x`` in ``folder``; task 0 then fails, the others take a while."""
+    """Leave a file named ``x`` in ``folder``; task 0 then fails, and the others end a second
+    after task 0 started (so none ends before the failure is known, however the workers start)."""
     (Path(folder) / str(x)).touch()
     if x == 0:
         raise ValueError("task 0 refuses")
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not (Path(folder) / "0").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.0)
     return x
 
 
@@ -71,7 +75,7 @@ def test_process_pool_workers_use_one_thread() -> None:
 
 
 def test_process_pool_drops_the_tasks_not_started_when_one_fails(tmp_path: Path) -> None:
-    # Two workers; the executor queues at most a few calls ahead of them, never all 30.
+    # Two workers; the executor queues a call or two ahead of them, never all 30.
     assert _stop_at_first_error(make_executor("process", jobs=2), tmp_path, 30) <= 6
 
 
@@ -101,7 +105,7 @@ def test_ray_submits_as_many_tasks_as_cpus_and_never_cancels_one(
         raise AssertionError("ray.cancel can abort the driver on a task that is ending")
 
     monkeypatch.setattr(ray, "cancel", no_cancel)
-    # The instance has 2 CPUs: task 0 fails while at most one other runs; the rest never start.
+    # The instance has 2 CPUs: task 0 fails while one other runs; the rest are never submitted.
     assert _stop_at_first_error(make_executor("ray", jobs=2), tmp_path, 30) <= 2
     with make_executor("ray", jobs=2) as pool:  # stopping early waits for the running task
         results = pool.submit(where, [(x,) for x in range(30)])

@@ -77,6 +77,7 @@ def run_peer(
         method.fit(
             [(arrays["X"], arrays["y"])], client_ids=[rank], communicator=comm, callback=evaluate
         )
+        dist.barrier()  # no process tears its gloo connections down while a peer still uses them
     finally:
         dist.destroy_process_group()
     cohort = method.cohort_

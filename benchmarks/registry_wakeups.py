@@ -11,6 +11,8 @@ first.  Three configurations, measured in the same run:
 * ``cross, NATS``: the poll waits on a replica with ``LISTEN`` off, woken through the NATS
   server on 127.0.0.1:4222 (``PUBSUBML_NATS_URL``; A publishes there too); left out when no
   NATS server answers;
+* ``cross, NATS JetStream``: the same through a JetStream stream (``PUBSUBML_NATS_JETSTREAM``):
+  a fifth replica publishes, a sixth with ``LISTEN`` off polls; the stream is deleted afterwards;
 * ``cross, re-read only``: the poll waits on B with wake-ups off (``PUBSUBML_FEED_WAKEUPS=false``),
   so B sees the model at its next re-read (``feed_poll_interval``, 0.5 s by default): the
   reference, what replicas did without wake-ups; the ratio column is p99 over its p99.
@@ -23,6 +25,7 @@ Target: cross-replica wake-up p99 ≤ 100 ms.  Run::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import platform
 import socket
@@ -39,6 +42,7 @@ import numpy as np
 from pubsubml.registry.client import RegistryClient
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
+from pubsubml.registry.services.nats_wakeups import feed_subject, stream_name
 from registry_load import ADMIN, free_port, make_artifacts, postgres_url, register_publishers
 
 NATS_URL = "nats://127.0.0.1:4222"
@@ -52,14 +56,33 @@ def nats_up() -> bool:
         return False
 
 
+def delete_stream(name: str) -> None:
+    """Remove the JetStream stream the JetStream replicas created for this run's database."""
+
+    async def delete() -> None:
+        import nats
+        from nats.js.errors import NotFoundError
+
+        client = await nats.connect(NATS_URL)
+        try:
+            await client.jetstream().delete_stream(name)
+        except NotFoundError:
+            pass
+        finally:
+            await client.close()
+
+    asyncio.run(delete())
+
+
 def spawn(
-    url: str, store: Path, port: int, wakeups: bool, nats: bool = False
+    url: str, store: Path, port: int, wakeups: bool, nats: bool = False, jetstream: bool = False
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PUBSUBML_ADMIN_TOKEN": ADMIN,
         "PUBSUBML_FEED_WAKEUPS": "true" if wakeups else "false",
-        "PUBSUBML_NATS_URL": NATS_URL if nats else "",
+        "PUBSUBML_NATS_URL": NATS_URL if nats or jetstream else "",
+        "PUBSUBML_NATS_JETSTREAM": "true" if jetstream else "false",
     }
     cmd = [sys.executable, "-m", "pubsubml.cli.registry", "serve", "--db", url]
     cmd += ["--store", str(store), "--port", str(port), "--log-level", "error"]
@@ -147,7 +170,7 @@ def main() -> None:
         db.dispose()
         with tempfile.TemporaryDirectory() as tmp:
             nats = nats_up()
-            ports = [free_port() for _ in range(4 if nats else 3)]
+            ports = [free_port() for _ in range(6 if nats else 3)]
             procs = [
                 spawn(url, Path(tmp) / "store", ports[0], True, nats),
                 spawn(url, Path(tmp) / "store", ports[1], True),
@@ -155,6 +178,8 @@ def main() -> None:
             ]
             if nats:
                 procs.append(spawn(url, Path(tmp) / "store", ports[3], False, True))
+                procs.append(spawn(url, Path(tmp) / "store", ports[4], True, jetstream=True))
+                procs.append(spawn(url, Path(tmp) / "store", ports[5], False, jetstream=True))
             bases = [f"http://127.0.0.1:{p}" for p in ports]
             try:
                 for base, proc in zip(bases, procs, strict=True):
@@ -169,18 +194,21 @@ def main() -> None:
                 )
                 setup = {"keys": keys, "tokens": tokens, "sub": sub, "sub_token": sub_token}
                 a, b, b_off = bases[:3]
-                configs = [("same replica", a, 1), ("cross, LISTEN/NOTIFY", b, 2)]
+                configs = [("same replica", a, a, 1), ("cross, LISTEN/NOTIFY", a, b, 2)]
                 if nats:
-                    configs.append(("cross, NATS", bases[3], 4))
-                configs.append(("cross, re-read only (ref.)", b_off, 3))
-                for label, poll_base, seed in configs:
-                    ms = measure(a, poll_base, args.rounds, seed, setup)
+                    configs.append(("cross, NATS", a, bases[3], 4))
+                    configs.append(("cross, NATS JetStream", bases[4], bases[5], 5))
+                configs.append(("cross, re-read only (ref.)", a, b_off, 3))
+                for label, publish_base, poll_base, seed in configs:
+                    ms = measure(publish_base, poll_base, args.rounds, seed, setup)
                     rows.append((label, ms))
                     print(f"  {label}: {len(ms)} rounds", flush=True)
             finally:
                 for proc in procs:
                     proc.terminate()
                     proc.wait(15)
+                if nats:
+                    delete_stream(stream_name(feed_subject(url)))
     finally:
         drop()
     print()

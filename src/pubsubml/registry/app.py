@@ -143,7 +143,10 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         nats = None
         if settings.nats_url is not None:
             nats = NatsWakeups(
-                settings.nats_url, feed_subject(settings.database_url), state.notifier.wake
+                settings.nats_url,
+                feed_subject(settings.database_url),
+                state.notifier.wake,
+                jetstream=settings.nats_jetstream,
             )
             await nats.start()
             state.notifier.set_broadcast(nats.broadcast)

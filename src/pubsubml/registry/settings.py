@@ -41,6 +41,7 @@ _ENV_LIMITS = (
     "feed_poll_interval",
     "feed_wakeups",
     "nats_url",
+    "nats_jetstream",
     "publish_group_max",
 )
 _TRUE = frozenset({"1", "true", "yes"})
@@ -83,6 +84,9 @@ class RegistrySettings(BaseModel):
         A NATS server (``nats://127.0.0.1:4222``) through which replicas wake each other's
         readers after a feed commit, on any database
         (:mod:`~pubsubml.registry.services.nats_wakeups`; needs ``pubsubml[nats]``).
+    nats_jetstream : bool, default=False
+        Send those wake-ups through a JetStream stream (stored and acknowledged by the server)
+        instead of a core NATS subject; needs ``nats_url`` and a server that runs JetStream.
     sse_heartbeat_seconds : float, default=15
         Interval of keep-alive comments on idle Server-Sent Events streams.
     orphan_grace_seconds : float, default=0
@@ -136,6 +140,7 @@ class RegistrySettings(BaseModel):
     feed_poll_interval: float = Field(default=0.5, gt=0)
     feed_wakeups: bool = True
     nats_url: str | None = None
+    nats_jetstream: bool = False
     publish_group_max: int = Field(default=16, ge=1, le=1000)
     sse_heartbeat_seconds: float = Field(default=15.0, gt=0)
     orphan_grace_seconds: float = Field(default=0.0, ge=0)
@@ -179,6 +184,15 @@ class RegistrySettings(BaseModel):
         return data
 
     @model_validator(mode="after")
+    def _jetstream_needs_nats(self) -> RegistrySettings:
+        if self.nats_jetstream and self.nats_url is None:
+            raise ValueError(
+                "nats_jetstream needs a NATS server: set nats_url (PUBSUBML_NATS_URL, "
+                "--nats-url) too"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _strong_secret(self) -> RegistrySettings:
         if self.dev:
             return self
@@ -213,7 +227,7 @@ class RegistrySettings(BaseModel):
         ``PUBSUBML_PUBLISH_WAIT_SECONDS``, ``PUBSUBML_ORPHAN_GRACE_SECONDS``,
         ``PUBSUBML_UI_SESSION_MAX_AGE``, ``PUBSUBML_FEED_POLL_INTERVAL``,
         ``PUBSUBML_FEED_WAKEUPS`` (``true``/``false``), ``PUBSUBML_NATS_URL``,
-        ``PUBSUBML_PUBLISH_GROUP_MAX``) override
+        ``PUBSUBML_NATS_JETSTREAM`` (``true``/``false``), ``PUBSUBML_PUBLISH_GROUP_MAX``) override
         single settings, and so do the dashboard's
         ``PUBSUBML_UI_SESSION_SECRET`` and ``PUBSUBML_UI_COOKIE_SECURE`` (``1``/``true``).
         Overrides that are ``None`` are ignored.

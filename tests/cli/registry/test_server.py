@@ -131,3 +131,28 @@ def test_serve_with_two_workers_shares_one_port_and_wakes_across_workers(
 
 def b_headers(tokens: dict[str, str]) -> dict[str, str]:
     return {"Authorization": f"Bearer {tokens['b']}"}
+
+
+def test_serve_refuses_jetstream_without_a_nats_server_and_passes_it_to_workers(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from pubsubml.cli.registry import registry_app
+    from pubsubml.cli.registry.server import _worker_environment
+    from pubsubml.registry.settings import RegistrySettings
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    env = {"PUBSUBML_ADMIN_TOKEN": ADMIN_TOKEN, "PUBSUBML_NATS_URL": ""}
+    r = CliRunner().invoke(registry_app, ["serve", "--db", url, "--nats-jetstream"], env=env)
+    assert r.exit_code == 2 and "nats_jetstream needs a NATS server" in r.output
+    assert not (tmp_path / "cli.db").exists()  # refused before anything was created
+    settings = RegistrySettings(
+        database_url=url,
+        store_dir=tmp_path / "s",
+        admin_token=ADMIN_TOKEN,
+        nats_url="nats://127.0.0.1:4222",
+        nats_jetstream=True,
+    )
+    workers = RegistrySettings.from_env(_worker_environment(settings))
+    assert workers.nats_url == settings.nats_url and workers.nats_jetstream

@@ -1,12 +1,16 @@
-"""Cross-replica wake-ups over NATS (the server on 127.0.0.1:4222): a publish on one replica wakes
-a long poll on another that shares its SQLite file; the subject is per database; a replica with no
-NATS server still serves (its readers re-read at their interval); bad URLs are refused."""
+"""Cross-replica wake-ups over NATS (the server on 127.0.0.1:4222), through core subjects and
+through a JetStream stream: a publish on one replica wakes a long poll on another that shares its
+SQLite file; the subject is per database; a replica with no NATS server (or one without JetStream)
+still serves, its readers re-reading at their interval; bad URLs and settings are refused."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,16 @@ from pydantic import ValidationError
 
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
-from pubsubml.registry.services.nats_wakeups import NatsWakeups, check_nats_url, feed_subject
+from pubsubml.registry.services.nats_wakeups import (
+    ORIGIN_HEADER,
+    STREAM_MAX_AGE_SECONDS,
+    NatsWakeups,
+    check_nats_url,
+    ensure_stream,
+    feed_subject,
+    stream_name,
+)
+from pubsubml.registry.settings import RegistrySettings
 from registry.conftest import (
     ArtifactFactory,
     free_port,
@@ -41,6 +54,38 @@ needs_nats = pytest.mark.skipif(
 )
 
 
+async def _with_jetstream(work: Any) -> Any:
+    """``work(js)`` on a fresh connection to the test server's JetStream."""
+    import nats
+
+    client = await nats.connect(NATS_URL)
+    try:
+        return await work(client.jetstream())
+    finally:
+        await client.close()
+
+
+def _delete_stream(name: str) -> None:
+    async def delete(js: Any) -> None:
+        from nats.js.errors import NotFoundError
+
+        try:
+            await js.delete_stream(name)
+        except NotFoundError:
+            pass
+
+    asyncio.run(_with_jetstream(delete))
+
+
+@pytest.fixture
+def subject() -> Iterator[str]:
+    """A subject of this test's own; its stream, if one was created, is deleted afterwards."""
+    name = feed_subject(f"sqlite:///{time.monotonic_ns()}.db")
+    yield name
+    if _nats_up():
+        _delete_stream(stream_name(name))
+
+
 def test_subjects_name_the_database_without_its_password() -> None:
     a = feed_subject("postgresql+psycopg://u:one@127.0.0.1/test?options=-csearch_path%3Dx")
     assert a == feed_subject("postgresql+psycopg://u:two@127.0.0.1/test?options=-csearch_path%3Dx")
@@ -58,10 +103,23 @@ def test_urls_that_name_no_nats_server_are_refused(url: str, tmp_path: Path) -> 
     assert make_settings("sqlite:///x.db", tmp_path, nats_url="").nats_url is None
 
 
+def test_jetstream_needs_a_nats_url(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="nats_jetstream needs a NATS server"):
+        make_settings("sqlite:///x.db", tmp_path, nats_jetstream=True)
+    env = {
+        "PUBSUBML_REGISTRY_DATA": str(tmp_path),
+        "PUBSUBML_REGISTRY_DEV": "1",
+        "PUBSUBML_NATS_URL": NATS_URL,
+        "PUBSUBML_NATS_JETSTREAM": "true",
+    }
+    assert RegistrySettings.from_env(env).nats_jetstream
+    assert not RegistrySettings.from_env({**env, "PUBSUBML_NATS_JETSTREAM": "false"}).nats_jetstream
+
+
 @needs_nats
-def test_a_replica_is_woken_by_another_but_not_by_itself() -> None:
+@pytest.mark.parametrize("jetstream", [False, True], ids=["core", "jetstream"])
+def test_a_replica_is_woken_by_another_but_not_by_itself(subject: str, jetstream: bool) -> None:
     async def run() -> tuple[int, int]:
-        subject = feed_subject(f"sqlite:///{time.monotonic_ns()}.db")  # this test's own subject
         woken = {"a": 0, "b": 0}
         b_woke = asyncio.Event()
 
@@ -69,12 +127,14 @@ def test_a_replica_is_woken_by_another_but_not_by_itself() -> None:
             woken["b"] += 1
             b_woke.set()
 
-        a = NatsWakeups(NATS_URL, subject, lambda: woken.__setitem__("a", woken["a"] + 1))
-        b = NatsWakeups(NATS_URL, subject, wake_b)
-        await a.start()
-        await b.start()
+        a = NatsWakeups(
+            NATS_URL, subject, lambda: woken.__setitem__("a", woken["a"] + 1), jetstream=jetstream
+        )
+        b = NatsWakeups(NATS_URL, subject, wake_b, jetstream=jetstream)
+        await asyncio.gather(a.start(), b.start())  # racing to create the stream
         try:
             assert a.connected and b.connected
+            assert a.stream == b.stream == (stream_name(subject) if jetstream else None)
             await asyncio.to_thread(a.broadcast)  # from a worker thread, as a sync route does
             await asyncio.wait_for(b_woke.wait(), 10)
             await asyncio.sleep(0.3)  # time for an echo to A, which must not come
@@ -99,8 +159,108 @@ def test_a_replica_without_a_nats_server_still_serves(tmp_path: Path) -> None:
 
 
 @needs_nats
+def test_a_new_stream_keeps_the_wake_ups_in_memory_for_an_hour(subject: str) -> None:
+    async def run() -> tuple[Any, Any]:
+        woken = asyncio.Event()
+        a = NatsWakeups(NATS_URL, subject, lambda: None, jetstream=True)
+        b = NatsWakeups(NATS_URL, subject, woken.set, jetstream=True)
+        await asyncio.gather(a.start(), b.start())
+        try:
+            a.broadcast()
+            await asyncio.wait_for(woken.wait(), 10)
+        finally:
+            await a.stop()  # flushes: the message is stored before the connection closes
+            await b.stop()
+
+        async def read(js: Any) -> tuple[Any, Any]:
+            info = await js.stream_info(stream_name(subject))
+            return info, await js.get_last_msg(stream_name(subject), subject)
+
+        return await _with_jetstream(read)
+
+    info, last = asyncio.run(run())
+    assert info.config.subjects == [subject]
+    assert info.config.storage == "memory"
+    assert info.config.max_age == STREAM_MAX_AGE_SECONDS
+    assert info.state.messages == 1
+    assert not last.data and ORIGIN_HEADER in (last.headers or {})
+
+
+@needs_nats
+def test_a_stream_that_already_captures_the_subject_is_used_as_it_is(subject: str) -> None:
+    """An operator's stream (file storage, its own name) is neither replaced nor duplicated."""
+    operator = f"OPERATOR_{time.monotonic_ns()}"
+
+    async def run() -> tuple[str | None, str, int]:
+        await _with_jetstream(lambda js: js.add_stream(name=operator, subjects=[subject]))
+        woken = asyncio.Event()
+        a = NatsWakeups(NATS_URL, subject, lambda: None, jetstream=True)
+        b = NatsWakeups(NATS_URL, subject, woken.set, jetstream=True)
+        await asyncio.gather(a.start(), b.start())
+        try:
+            a.broadcast()
+            await asyncio.wait_for(woken.wait(), 10)
+            found = await _with_jetstream(lambda js: ensure_stream(js, subject))
+        finally:
+            await a.stop()
+            await b.stop()
+        info = await _with_jetstream(lambda js: js.stream_info(operator))
+        return a.stream, found, info.state.messages
+
+    try:
+        stream, found, messages = asyncio.run(run())
+    finally:
+        _delete_stream(operator)
+    assert stream == found == operator
+    assert messages == 1
+
+
+@pytest.mark.skipif(shutil.which("nats-server") is None, reason="no nats-server binary")
+def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subject: str) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        ["nats-server", "-a", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"nats://127.0.0.1:{port}"
+
+    async def run() -> tuple[str, bool]:
+        import nats
+
+        client = await nats.connect(url, max_reconnect_attempts=0)
+        try:
+            with pytest.raises(RuntimeError, match="does not run JetStream") as refused:
+                await ensure_stream(client.jetstream(), subject)
+        finally:
+            await client.close()
+        wakeups = NatsWakeups(url, subject, lambda: None, jetstream=True, reconnect_seconds=0.2)
+        await wakeups.start(wait=1.0)  # returns: start-up does not wait for JetStream
+        connected = wakeups.connected
+        await wakeups.stop()
+        return str(refused.value), connected
+
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nats-server did not start"
+                time.sleep(0.05)
+        message, connected = asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert "-js" in message
+    assert not connected
+
+
+@needs_nats
+@pytest.mark.parametrize("jetstream", [False, True], ids=["core", "jetstream"])
 def test_a_publish_on_one_replica_wakes_a_long_poll_on_the_other(
-    tmp_path: Path, artifacts: ArtifactFactory
+    tmp_path: Path, artifacts: ArtifactFactory, jetstream: bool
 ) -> None:
     """Two replicas of one SQLite registry, which has no notification channel of its own, both
     re-reading only every 30 s: the poll on B returns early only if A's message woke it."""
@@ -112,9 +272,14 @@ def test_a_publish_on_one_replica_wakes_a_long_poll_on_the_other(
         "feed_poll_interval": 30.0,
         "long_poll_max_seconds": 60.0,
         "nats_url": NATS_URL,
+        "nats_jetstream": jetstream,
     }
     settings = make_settings(url, tmp_path / "store", **changes)
-    with thread_server(settings) as url_a, thread_server(settings) as url_b:
-        page, waited, model_id = publish_wakes_poll(url_a, url_b, artifacts, seed=12)
+    try:
+        with thread_server(settings) as url_a, thread_server(settings) as url_b:
+            page, waited, model_id = publish_wakes_poll(url_a, url_b, artifacts, seed=12)
+    finally:
+        if jetstream:
+            _delete_stream(stream_name(feed_subject(url)))
     assert [item["model_id"] for item in page["items"]] == [model_id]
     assert waited < 20.0  # woken by the commit on A, not by a re-read after 30 s

@@ -81,6 +81,15 @@ def serve_command(
             "(env PUBSUBML_NATS_URL).",
         ),
     ] = None,
+    nats_jetstream: Annotated[
+        bool,
+        typer.Option(
+            "--nats-jetstream",
+            help="Send those wake-ups through a JetStream stream, stored and acknowledged by "
+            "the server (needs --nats-url and a server run with -js; env "
+            "PUBSUBML_NATS_JETSTREAM).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN)."""
     import uvicorn
@@ -91,7 +100,13 @@ def serve_command(
 
     limit = None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024)
     settings = _settings(
-        db, data_dir, store_dir=store, dev=dev or None, max_upload_bytes=limit, nats_url=nats_url
+        db,
+        data_dir,
+        store_dir=store,
+        dev=dev or None,
+        max_upload_bytes=limit,
+        nats_url=nats_url,
+        nats_jetstream=nats_jetstream or None,
     )
     if dev and not os.environ.get("PUBSUBML_ADMIN_TOKEN"):
         err_console.print(f"development admin token: {settings.admin_token.get_secret_value()}")
@@ -139,6 +154,7 @@ def _worker_environment(settings: Any) -> dict[str, str]:
         "PUBSUBML_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "PUBSUBML_REGISTRY_DEV": "1" if settings.dev else "",
         "PUBSUBML_NATS_URL": settings.nats_url or "",
+        "PUBSUBML_NATS_JETSTREAM": "true" if settings.nats_jetstream else "",
     }
 
 

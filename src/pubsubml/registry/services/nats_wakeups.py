@@ -5,20 +5,30 @@ stream on replica B re-reads as soon as replica A commits to a feed) through a N
 instead of PostgreSQL ``LISTEN``/``NOTIFY``, so it also serves replicas or worker processes that
 share one SQLite file, which have no notification channel of their own.  After each feed commit a
 replica publishes an empty message on :func:`feed_subject` (its database, without password);
-every replica subscribes to it and wakes its waiting readers.  Messages are plain core-NATS
-subjects, not JetStream streams: a wake-up is only a hint — readers always re-read the database,
-and the periodic re-read (``feed_poll_interval``) covers a lost message — so nothing needs
-storing, and any NATS server (JetStream enabled or not) will do.  A replica does not receive its
-own messages (``no_echo``): its readers are woken locally.  The connection is made in the
-background and re-made after a loss (every reader is woken once then, as messages sent while
-away are lost); the registry serves meanwhile.
+every replica subscribes to it and wakes its waiting readers.  A wake-up is only a hint: readers
+always re-read the database, and the periodic re-read (``feed_poll_interval``) covers a lost
+message.  The connection is made in the background and re-made after a loss (every reader is
+woken once then); the registry serves meanwhile.
+
+Two transports:
+
+* core NATS subjects (the default): nothing is stored, any NATS server will do, and a replica
+  does not receive its own messages (``no_echo``);
+* JetStream (``jetstream=True``), for deployments whose NATS servers run it: each wake-up is
+  stored in a stream (:func:`ensure_stream`: the one that already captures the subject, or a new
+  in-memory stream that keeps the last hour, at most 100,000 messages) and the server
+  acknowledges it, so a wake-up that the server did not take is logged rather than silently
+  lost; every replica reads the stream through an ordered consumer from the messages published
+  after it subscribed.  The stream also records the registry's feed commits for other services
+  to read.  A replica skips its own messages by the :data:`ORIGIN_HEADER` it stamps on them.
 
 Needs the optional dependency ``nats-py`` (``pip install 'pubsubml[nats]'``).
 
 References
 ----------
-NATS documentation, "Automatic Reconnections" and the nats.py client (``nats.connect``,
-``no_echo``, ``reconnected_cb``).
+NATS documentation, "Automatic Reconnections", "JetStream" (streams, limits, ordered
+consumers) and the nats.py client (``nats.connect``, ``no_echo``, ``reconnected_cb``,
+``JetStreamContext.add_stream``, ``publish``, ``subscribe(ordered_consumer=True)``).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,9 +45,31 @@ from sqlalchemy.engine import make_url
 
 from pubsubml.registry.services.loop_calls import call_on_loop
 
-__all__ = ["NatsWakeups", "check_nats_url", "feed_subject"]
+__all__ = [
+    "ORIGIN_HEADER",
+    "STREAM_MAX_AGE_SECONDS",
+    "STREAM_MAX_MESSAGES",
+    "NatsWakeups",
+    "check_nats_url",
+    "ensure_stream",
+    "feed_subject",
+    "stream_name",
+]
 
 _log = logging.getLogger(__name__)
+
+ORIGIN_HEADER = "Pubsubml-Origin"
+"""Header naming the process that published a JetStream wake-up (a random id per process)."""
+
+STREAM_MAX_AGE_SECONDS = 3600.0
+"""A new stream keeps wake-ups this long: they are hints, read within milliseconds."""
+
+STREAM_MAX_MESSAGES = 100_000
+"""A new stream keeps at most this many wake-ups (the oldest are discarded first)."""
+
+_MAX_RETRY_PAUSE_SECONDS = 30.0  # the pause between attempts doubles up to this
+
+_STREAM_NAME_IN_USE = (10058, 10065)  # another configuration of the name; overlapping subjects
 
 
 def feed_subject(database_url: str) -> str:
@@ -55,6 +88,62 @@ def feed_subject(database_url: str) -> str:
     """
     rendered = make_url(database_url).render_as_string(hide_password=True)
     return "pubsubml.feed." + hashlib.sha256(rendered.encode()).hexdigest()[:32]
+
+
+def stream_name(subject: str) -> str:
+    """The JetStream stream created for ``subject`` (a :func:`feed_subject`) when no stream
+    captures it yet: its digest after ``PUBSUBML_FEED_``.
+
+    Examples
+    --------
+    >>> stream_name("pubsubml.feed.0123abcd")
+    'PUBSUBML_FEED_0123abcd'
+    """
+    return "PUBSUBML_FEED_" + subject.rsplit(".", 1)[-1]
+
+
+async def ensure_stream(js: Any, subject: str) -> str:
+    """The name of the JetStream stream that stores ``subject``, created when there is none.
+
+    A stream that already captures the subject is used as it is (an operator's stream for all
+    registries, ``pubsubml.feed.>``, or one a replica created); otherwise an in-memory stream
+    :func:`stream_name` is created with the limits :data:`STREAM_MAX_AGE_SECONDS` and
+    :data:`STREAM_MAX_MESSAGES`.  Replicas that start together may race to create it: the loser
+    uses the winner's.
+
+    Raises
+    ------
+    RuntimeError
+        The server does not run JetStream.
+    """
+    from nats.errors import NoRespondersError
+    from nats.js.api import DiscardPolicy, StorageType
+    from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+
+    try:
+        try:
+            return str(await js.find_stream_name_by_subject(subject))
+        except NotFoundError:
+            pass
+        try:
+            info = await js.add_stream(
+                name=stream_name(subject),
+                subjects=[subject],
+                storage=StorageType.MEMORY,
+                max_age=STREAM_MAX_AGE_SECONDS,
+                max_msgs=STREAM_MAX_MESSAGES,
+                discard=DiscardPolicy.OLD,
+            )
+            return str(info.config.name)
+        except BadRequestError as exc:
+            if exc.err_code not in _STREAM_NAME_IN_USE:
+                raise
+            return str(await js.find_stream_name_by_subject(subject))
+    except (NoRespondersError, ServiceUnavailableError) as exc:
+        raise RuntimeError(
+            "the NATS server does not run JetStream (start nats-server with -js), "
+            "or leave the JetStream option off"
+        ) from exc
 
 
 def check_nats_url(url: str) -> str:
@@ -82,8 +171,17 @@ class NatsWakeups:
         :func:`feed_subject` of the registry's database.
     wake : callable
         Wakes this process's readers (thread-safe, e.g. :meth:`FeedNotifier.wake`).
+    jetstream : bool, default=False
+        Publish and read the wake-ups through a JetStream stream (:func:`ensure_stream`) instead
+        of a core NATS subject.
     reconnect_seconds : float, default=1.0
-        Pause between connection attempts.
+        Pause between attempts to reconnect a lost connection, and the first pause between
+        attempts to make the first one (doubling on each failure up to 30 s).
+
+    Attributes
+    ----------
+    stream : str or None
+        The JetStream stream in use (``None`` before the connection or without JetStream).
     """
 
     def __init__(
@@ -92,11 +190,16 @@ class NatsWakeups:
         subject: str,
         wake: Callable[[], None],
         *,
+        jetstream: bool = False,
         reconnect_seconds: float = 1.0,
     ) -> None:
         self._url = check_nats_url(url)
         self._subject = subject
         self._wake = wake
+        self._jetstream = jetstream
+        self._origin = uuid.uuid4().hex
+        self._js: Any = None
+        self.stream: str | None = None
         self._reconnect = reconnect_seconds
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
@@ -130,14 +233,16 @@ class NatsWakeups:
         try:
             await asyncio.wait_for(self._connected.wait(), wait)
         except TimeoutError:
-            _log.warning("feed wake-ups: no NATS server at %s yet; retrying", self._url)
+            _log.warning(
+                "feed wake-ups: NATS at %s not usable yet; trying in the background", self._url
+            )
 
     async def _connect_until_up(self) -> None:
         import nats
 
         async def reconnected() -> None:
             _log.info("feed wake-ups: reconnected to NATS")
-            self._wake()  # messages sent while disconnected are lost
+            self._wake()  # core NATS lost what was sent meanwhile; a stream may not cover it all
 
         async def disconnected() -> None:
             _log.warning("feed wake-ups: disconnected from NATS; reconnecting")
@@ -148,7 +253,13 @@ class NatsWakeups:
         async def on_message(_msg: Any) -> None:
             self._wake()
 
+        async def on_stored(msg: Any) -> None:
+            if (msg.headers or {}).get(ORIGIN_HEADER) != self._origin:
+                self._wake()
+
+        pause = self._reconnect
         while True:
+            client = None
             try:
                 client = await nats.connect(
                     self._url,
@@ -162,15 +273,47 @@ class NatsWakeups:
                     disconnected_cb=disconnected,
                     error_cb=error,
                 )
-                await client.subscribe(self._subject, cb=on_message)
+                if self._jetstream:
+                    await self._read_stream(client, on_stored)
+                else:
+                    await client.subscribe(self._subject, cb=on_message)
                 await client.flush()
-            except Exception as exc:  # no server yet: log, wait, try again
-                _log.warning("feed wake-ups: cannot reach NATS at %s (%s)", self._url, exc)
-                await asyncio.sleep(self._reconnect)
+            except Exception as exc:  # no server (or no JetStream) yet: log, wait, try again
+                _log.warning(
+                    "feed wake-ups: cannot use NATS at %s (%s); next try in %.0f s",
+                    self._url,
+                    exc,
+                    pause,
+                )
+                if client is not None:
+                    await self._close_quietly(client)
+                await asyncio.sleep(pause)
+                pause = min(2 * pause, max(self._reconnect, _MAX_RETRY_PAUSE_SECONDS))
                 continue
             self._client = client
             self._connected.set()
             return
+
+    async def _read_stream(self, client: Any, on_stored: Callable[[Any], Any]) -> None:
+        from nats.js.api import DeliverPolicy
+
+        js = client.jetstream()
+        stream = await ensure_stream(js, self._subject)
+        await js.subscribe(
+            self._subject,
+            stream=stream,
+            cb=on_stored,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+        )
+        self._js, self.stream = js, stream
+
+    @staticmethod
+    async def _close_quietly(client: Any) -> None:
+        try:
+            await client.close()
+        except Exception as exc:  # already gone: nothing left to release
+            _log.debug("feed wake-ups: closing a failed NATS connection: %s", exc)
 
     def broadcast(self) -> None:
         """Tell the other replicas that a feed committed (thread-safe; after the commit)."""
@@ -184,7 +327,13 @@ class NatsWakeups:
 
     async def _send(self) -> None:
         try:
-            await self._client.publish(self._subject, b"")
+            if self._js is not None:  # stored and acknowledged by the server
+                headers = {ORIGIN_HEADER: self._origin}
+                await self._js.publish(
+                    self._subject, b"", stream=self.stream, headers=headers, timeout=2
+                )
+            else:
+                await self._client.publish(self._subject, b"")
         except Exception as exc:  # a hint lost: readers re-read at their interval
             _log.warning("feed wake-ups: could not publish to NATS (%s)", exc)
 
@@ -198,6 +347,7 @@ class NatsWakeups:
                 pass
             self._task = None
         client, self._client = self._client, None
+        self._js = None
         self._connected.clear()
         if client is not None:
             try:

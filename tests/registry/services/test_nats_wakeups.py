@@ -215,14 +215,113 @@ def test_a_stream_that_already_captures_the_subject_is_used_as_it_is(subject: st
     assert messages == 1
 
 
-@pytest.mark.skipif(shutil.which("nats-server") is None, reason="no nats-server binary")
-def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subject: str) -> None:
-    port = free_port()
+needs_nats_server = pytest.mark.skipif(
+    shutil.which("nats-server") is None, reason="no nats-server binary to start a private server"
+)
+
+
+def _start_server(port: int, *args: str) -> subprocess.Popen[bytes]:
+    """A private ``nats-server`` on ``port`` (with ``args``), once it accepts connections."""
     server = subprocess.Popen(
-        ["nats-server", "-a", "127.0.0.1", "-p", str(port)],
+        ["nats-server", "-a", "127.0.0.1", "-p", str(port), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError("nats-server did not start") from None
+            time.sleep(0.05)
+
+
+def _stop_server(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    server.wait(10)
+
+
+@needs_nats_server
+def test_a_restarted_server_that_lost_the_stream_gets_it_back(subject: str, tmp_path: Path) -> None:
+    """An in-memory stream does not survive a server restart: after reconnecting, the replicas
+    create it again and read it with a new consumer, so wake-ups flow as before."""
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    server = _start_server(port, "-js", "-sd", str(tmp_path / "first"))
+
+    async def run() -> list[bool]:
+        woken = asyncio.Event()
+        a = NatsWakeups(url, subject, lambda: None, jetstream=True, reconnect_seconds=0.2)
+        b = NatsWakeups(url, subject, woken.set, jetstream=True, reconnect_seconds=0.2)
+        await asyncio.gather(a.start(wait=10), b.start(wait=10))
+        seen = []
+        try:
+            a.broadcast()
+            await asyncio.wait_for(woken.wait(), 10)
+            seen.append(True)
+            nonlocal server
+            await asyncio.to_thread(_stop_server, server)
+            server = await asyncio.to_thread(_start_server, port, "-js", "-sd", str(tmp_path / "2"))
+            deadline = time.monotonic() + 20
+            while True:  # until a wake-up sent after the restart reaches B
+                await asyncio.sleep(0.3)
+                woken.clear()  # also the wake-up every reader gets on reconnection
+                a.broadcast()
+                try:
+                    await asyncio.wait_for(woken.wait(), 1.0)
+                    seen.append(True)
+                    break
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        seen.append(False)
+                        break
+        finally:
+            await a.stop()
+            await b.stop()
+        return seen
+
+    try:
+        assert asyncio.run(run()) == [True, True]
+    finally:
+        _stop_server(server)
+
+
+@needs_nats
+def test_a_deleted_stream_is_made_again_and_read_anew(subject: str) -> None:
+    """The publishing replica makes the stream again when a publish finds none; the reading one
+    sees at its next check that the stream it read is gone and reads the new one."""
+
+    async def run() -> bool:
+        woken = asyncio.Event()
+        fast = {"jetstream": True, "reconnect_seconds": 0.2, "check_seconds": 0.3}
+        a = NatsWakeups(NATS_URL, subject, lambda: None, **fast)
+        b = NatsWakeups(NATS_URL, subject, woken.set, **fast)
+        await asyncio.gather(a.start(), b.start())
+        try:
+            await _with_jetstream(lambda js: js.delete_stream(stream_name(subject)))
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # the first publish finds no stream
+                a.broadcast()
+                try:
+                    await asyncio.wait_for(woken.wait(), 0.5)
+                    return True
+                except TimeoutError:
+                    pass
+            return False
+        finally:
+            await a.stop()
+            await b.stop()
+
+    assert asyncio.run(run())
+
+
+@needs_nats_server
+def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subject: str) -> None:
+    port = free_port()
+    server = _start_server(port)
     url = f"nats://127.0.0.1:{port}"
 
     async def run() -> tuple[str, bool]:
@@ -241,18 +340,9 @@ def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subjec
         return str(refused.value), connected
 
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "nats-server did not start"
-                time.sleep(0.05)
         message, connected = asyncio.run(run())
     finally:
-        server.terminate()
-        server.wait(10)
+        _stop_server(server)
     assert "-js" in message
     assert not connected
 

@@ -21,6 +21,9 @@ Two transports:
   lost; every replica reads the stream through an ordered consumer from the messages published
   after it subscribed.  The stream also records the registry's feed commits for other services
   to read.  A replica skips its own messages by the :data:`ORIGIN_HEADER` it stamps on them.
+  A stream lost with a restarted server, or deleted, is made again and read anew (after a
+  reconnection, a publish that no stream took, or a periodic check of the stream's creation
+  time).
 
 Needs the optional dependency ``nats-py`` (``pip install 'pubsubml[nats]'``).
 
@@ -146,6 +149,14 @@ async def ensure_stream(js: Any, subject: str) -> str:
         ) from exc
 
 
+def _no_stream(exc: Exception) -> bool:
+    """Whether a JetStream publish failed because no stream took the subject."""
+    from nats.errors import NoRespondersError
+    from nats.js.errors import NoStreamResponseError
+
+    return isinstance(exc, NoStreamResponseError | NoRespondersError)
+
+
 def check_nats_url(url: str) -> str:
     """``url`` if it names a NATS server (``nats://``, ``tls://``, ``ws://`` or ``wss://``).
 
@@ -177,6 +188,10 @@ class NatsWakeups:
     reconnect_seconds : float, default=1.0
         Pause between attempts to reconnect a lost connection, and the first pause between
         attempts to make the first one (doubling on each failure up to 30 s).
+    check_seconds : float, default=5.0
+        With JetStream, how often the stream is checked to be the one read: a stream deleted or
+        made again since (by an operator, or by another replica after a restart of the server)
+        is found, or made, and read anew.
 
     Attributes
     ----------
@@ -192,6 +207,7 @@ class NatsWakeups:
         *,
         jetstream: bool = False,
         reconnect_seconds: float = 1.0,
+        check_seconds: float = 5.0,
     ) -> None:
         self._url = check_nats_url(url)
         self._subject = subject
@@ -199,6 +215,11 @@ class NatsWakeups:
         self._jetstream = jetstream
         self._origin = uuid.uuid4().hex
         self._js: Any = None
+        self._reader: Any = None
+        self._read_since: Any = None  # the creation time of the stream read
+        self._check = check_seconds
+        self._watching: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Future[None] | None = None
         self.stream: str | None = None
         self._reconnect = reconnect_seconds
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -242,6 +263,8 @@ class NatsWakeups:
 
         async def reconnected() -> None:
             _log.info("feed wake-ups: reconnected to NATS")
+            if self._jetstream:  # a restarted server may have lost an in-memory stream
+                self._renew_stream_reader()
             self._wake()  # core NATS lost what was sent meanwhile; a stream may not cover it all
 
         async def disconnected() -> None:
@@ -252,10 +275,6 @@ class NatsWakeups:
 
         async def on_message(_msg: Any) -> None:
             self._wake()
-
-        async def on_stored(msg: Any) -> None:
-            if (msg.headers or {}).get(ORIGIN_HEADER) != self._origin:
-                self._wake()
 
         pause = self._reconnect
         while True:
@@ -274,7 +293,7 @@ class NatsWakeups:
                     error_cb=error,
                 )
                 if self._jetstream:
-                    await self._read_stream(client, on_stored)
+                    await self._read_stream(client)
                 else:
                     await client.subscribe(self._subject, cb=on_message)
                 await client.flush()
@@ -292,21 +311,75 @@ class NatsWakeups:
                 continue
             self._client = client
             self._connected.set()
+            if self._jetstream:
+                self._watching = asyncio.create_task(self._watch_stream())
             return
 
-    async def _read_stream(self, client: Any, on_stored: Callable[[Any], Any]) -> None:
+    async def _on_stored(self, msg: Any) -> None:
+        if (msg.headers or {}).get(ORIGIN_HEADER) != self._origin:
+            self._wake()
+
+    async def _read_stream(self, client: Any) -> None:
+        """Find or create the stream and read it from now on through a new ordered consumer."""
         from nats.js.api import DeliverPolicy
 
         js = client.jetstream()
         stream = await ensure_stream(js, self._subject)
-        await js.subscribe(
+        created = (await js.stream_info(stream)).created
+        reader = await js.subscribe(
             self._subject,
             stream=stream,
-            cb=on_stored,
+            cb=self._on_stored,
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.NEW,
         )
-        self._js, self.stream = js, stream
+        old, self._reader = self._reader, reader
+        self._js, self.stream, self._read_since = js, stream, created
+        if old is not None:
+            try:
+                await old.unsubscribe()
+            except Exception as exc:  # its consumer went with the old stream
+                _log.debug("feed wake-ups: dropping the old stream reader: %s", exc)
+
+    async def _watch_stream(self) -> None:
+        from nats.js.errors import NotFoundError
+
+        while True:
+            await asyncio.sleep(self._check)
+            if self._js is None or not self.connected:
+                continue  # a reconnection renews the reader itself
+            try:
+                same = (await self._js.stream_info(self.stream)).created == self._read_since
+            except NotFoundError:
+                same = False
+            except Exception as exc:  # a slow or unreachable server: check again later
+                _log.debug("feed wake-ups: cannot check the JetStream stream: %s", exc)
+                continue
+            if not same:
+                _log.warning("feed wake-ups: the JetStream stream %s was removed", self.stream)
+                self._renew_stream_reader()
+
+    def _renew_stream_reader(self) -> None:
+        """Make sure the stream exists and is read (after a reconnection, or a publish that no
+        stream took), in the background and at most once at a time."""
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.ensure_future(self._renew_until_read())
+
+    async def _renew_until_read(self) -> None:
+        pause = self._reconnect
+        while self._client is not None:
+            try:
+                await self._read_stream(self._client)
+                _log.info("feed wake-ups: reading JetStream stream %s", self.stream)
+                return
+            except Exception as exc:  # JetStream not ready yet after a restart: try again
+                _log.warning(
+                    "feed wake-ups: cannot read the JetStream stream (%s); next try in %.0f s",
+                    exc,
+                    pause,
+                )
+            await asyncio.sleep(pause)
+            pause = min(2 * pause, max(self._reconnect, _MAX_RETRY_PAUSE_SECONDS))
 
     @staticmethod
     async def _close_quietly(client: Any) -> None:
@@ -336,6 +409,8 @@ class NatsWakeups:
                 await self._client.publish(self._subject, b"")
         except Exception as exc:  # a hint lost: readers re-read at their interval
             _log.warning("feed wake-ups: could not publish to NATS (%s)", exc)
+            if self._js is not None and _no_stream(exc):
+                self._renew_stream_reader()  # the stream was deleted: make it again
 
     async def stop(self) -> None:
         """Stop connecting, flush what was published and close the connection."""
@@ -346,8 +421,16 @@ class NatsWakeups:
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
+        for task in (self._watching, self._renewing):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self._watching = self._renewing = None
         client, self._client = self._client, None
-        self._js = None
+        self._js = self._reader = None
         self._connected.clear()
         if client is not None:
             try:

@@ -16,6 +16,7 @@ __all__ = [
     "DataValidationError",
     "DigestMismatchError",
     "DuplicateReleaseError",
+    "ExecutorConnectionError",
     "InvalidPrivacyParameterError",
     "LabelError",
     "LearnerRegistrationError",
@@ -143,3 +144,8 @@ class ServiceBusyError(RegistryError):
 
 class SchemaVersionError(RegistryError):
     """The registry database is not at the schema version this code expects (run the migrations)."""
+
+
+# ---- simulations ------------------------------------------------------------------------------
+class ExecutorConnectionError(PubsubmlError, ConnectionError):
+    """A simulation could not join the compute cluster it was given; nothing ran."""

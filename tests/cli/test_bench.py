@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,27 @@ def test_bad_executor_options_exit_2_and_write_nothing(tmp_path: Path) -> None:
         result = CliRunner().invoke(_toy_app(), ["toy", *args, "--out-dir", str(tmp_path / "o")])
         assert result.exit_code == 2 and message in result.output, (args, result.output)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ray_cluster_where_nothing_answers_exits_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+
+    def no_init(**kwargs: Any) -> None:
+        raise AssertionError("Ray must not be asked to join an address where nothing answers")
+
+    monkeypatch.setattr(ray, "init", no_init)
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["toy", "--executor", "ray", "--address", f"127.0.0.1:{port}"]
+    result = CliRunner().invoke(_toy_app(), [*args, "--out-dir", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "error: toy: cannot join the Ray cluster" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "o").exists() or list((tmp_path / "o").iterdir()) == []
 
 
 @pytest.mark.ray

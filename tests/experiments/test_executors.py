@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pubsubml.errors import ExecutorConnectionError
 from pubsubml.experiments.executors import (
     EXECUTORS,
     Executor,
@@ -125,6 +128,55 @@ def test_bad_choices_are_refused_before_anything_starts() -> None:
             make_executor(name, jobs=0)
     with pytest.raises(RuntimeError, match="with block"):
         next(iter(ProcessPoolBackend(jobs=2).submit(where, [(1,)])))
+
+
+def _joins(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Record the backend's ``ray.init`` calls, each refused as an unauthenticated join is."""
+    ray = pytest.importorskip("ray")
+    calls: list[dict[str, Any]] = []
+
+    def init(**kwargs: Any) -> None:
+        calls.append(kwargs)
+        raise ConnectionError(f"Failed to connect to Ray cluster at {kwargs['address']}")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    return calls
+
+
+def test_a_cluster_address_where_nothing_answers_is_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ray.init`` would wait minutes on such an address; the backend refuses it first."""
+    calls = _joins(monkeypatch)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        started = time.monotonic()
+        with pytest.raises(ExecutorConnectionError, match="nothing answers there"):
+            with make_executor("ray", jobs=1, address=address):
+                pass
+        assert time.monotonic() - started < 10
+    assert calls == []
+
+
+def test_a_cluster_that_cannot_be_joined_says_how_to_pass_its_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _joins(monkeypatch)
+    with socket.socket() as server:  # something answers: Ray itself is asked to join
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ExecutorConnectionError, match="RAY_AUTH_MODE=token") as refused:
+            with make_executor("ray", jobs=1, address=address):
+                pass
+    assert address in str(refused.value) and isinstance(refused.value, ConnectionError)
+    assert [c["address"] for c in calls] == [address]
+    with pytest.raises(ExecutorConnectionError, match="RAY_AUTH_MODE=token"):  # left to Ray
+        with make_executor("ray", jobs=1, address="auto"):
+            pass
 
 
 def test_missing_ray_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:

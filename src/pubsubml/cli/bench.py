@@ -135,8 +135,13 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
             check_out_dir(out_dir)
         except (ValueError, ImportError) as exc:
             fail(f"{exp.name}: {exc}")
+        from pubsubml.errors import ExecutorConnectionError
+
         with _one_torch_thread():
-            written = exp.run(out_dir, opts)
+            try:
+                written = exp.run(out_dir, opts)
+            except ExecutorConnectionError as exc:  # raised before any task ran
+                fail(f"{exp.name}: {exc}")
         typer.echo(f"{exp.name}: wrote {', '.join(str(p) for p in written)}")
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

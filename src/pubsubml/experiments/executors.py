@@ -35,10 +35,14 @@ import itertools
 import logging
 import multiprocessing
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any, Protocol, Self, TypeVar
+from urllib.parse import urlsplit
+
+from pubsubml.errors import ExecutorConnectionError
 
 __all__ = ["EXECUTORS", "Executor", "ProcessPoolBackend", "RayBackend", "make_executor"]
 
@@ -159,6 +163,37 @@ def _run_in_worker(fn: Callable[..., T], *args: Any) -> T:
     return fn(*args)
 
 
+_AUTH_HINT = (
+    "a cluster of `ray start` (Ray >= 2.59) checks a token: run with RAY_AUTH_MODE=token and "
+    "the cluster's token in RAY_AUTH_TOKEN (or in ~/.ray/auth_token on the head node's machine)"
+)
+
+
+def _check_answers(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once a ``HOST:PORT`` or ``ray://HOST:PORT`` where nothing accepts connections
+    (``ray.init`` would wait minutes for it); other forms (``"auto"``) are left to Ray.
+
+    Raises
+    ------
+    ExecutorConnectionError
+    """
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        host = port = None
+    if not host or port is None:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ExecutorConnectionError(
+            f"cannot join the Ray cluster at {address}: nothing answers there ({exc}); start one "
+            "with `ray start --head` and give the address it prints, or leave --address out to "
+            "start Ray on this machine"
+        ) from None
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -192,6 +227,9 @@ class RayBackend:
         Ray is not installed (with the command that installs it).
     ValueError
         ``jobs`` below 1.
+    ExecutorConnectionError
+        On entering: nothing answers at ``address``, or Ray could not join the cluster there
+        (the message says how to pass a cluster's authentication token).
     """
 
     def __init__(self, jobs: int = 1, address: str | None = None) -> None:
@@ -220,7 +258,13 @@ class RayBackend:
                     },
                 )
             else:
-                ray.init(address=self.address, logging_level=logging.WARNING)
+                _check_answers(self.address)
+                try:
+                    ray.init(address=self.address, logging_level=logging.WARNING)
+                except (ConnectionError, RuntimeError) as exc:
+                    raise ExecutorConnectionError(
+                        f"cannot join the Ray cluster at {self.address}: {exc}; {_AUTH_HINT}"
+                    ) from exc
             self._started = True
         self._ray = ray
         return self

@@ -107,8 +107,8 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
             Optional[str],  # noqa: UP045 (typer reads the annotation at run time)
             None,
             "--address",
-            help="Ray cluster to join ('auto', 'ray://HOST:10001'); default: start Ray here. "
-            "Only with --executor ray.",
+            help="Ray cluster to join ('auto', 'HOST:6379', 'ray://HOST:10001'); default: start "
+            "Ray here. Only with --executor ray.",
         ),
         _option(
             "smoke",

@@ -164,8 +164,9 @@ def _run_in_worker(fn: Callable[..., T], *args: Any) -> T:
 
 
 _AUTH_HINT = (
-    "a cluster of `ray start` (Ray >= 2.59) checks a token: run with RAY_AUTH_MODE=token and "
-    "the cluster's token in RAY_AUTH_TOKEN (or in ~/.ray/auth_token on the head node's machine)"
+    "if the cluster is up, note that a cluster of `ray start` (Ray >= 2.59) checks a token: run "
+    "with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in "
+    "~/.ray/auth_token on the head node's machine)"
 )
 
 

@@ -10,7 +10,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,37 @@ def _delete_stream(name: str) -> None:
             pass
 
     asyncio.run(_with_jetstream(delete))
+
+
+@asynccontextmanager
+async def _pair(
+    subject: str, url: str = NATS_URL, **options: Any
+) -> AsyncIterator[tuple[NatsWakeups, NatsWakeups, asyncio.Event]]:
+    """Replicas A and B started together on ``subject``; B sets the event when it is woken."""
+    woken = asyncio.Event()
+    a = NatsWakeups(url, subject, lambda: None, **options)
+    b = NatsWakeups(url, subject, woken.set, **options)
+    await asyncio.gather(a.start(), b.start())
+    try:
+        yield a, b, woken
+    finally:
+        await a.stop()  # flushes: what A published is stored before its connection closes
+        await b.stop()
+
+
+async def _woken_again(a: NatsWakeups, woken: asyncio.Event, *, seconds: float) -> bool:
+    """Whether a wake-up A broadcasts reaches B within ``seconds`` (A tries every second; the
+    event is cleared first, as a reconnection also wakes B)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        woken.clear()
+        a.broadcast()
+        try:
+            await asyncio.wait_for(woken.wait(), 1.0)
+            return True
+        except TimeoutError:
+            pass
+    return False
 
 
 @pytest.fixture
@@ -161,16 +193,9 @@ def test_a_replica_without_a_nats_server_still_serves(tmp_path: Path) -> None:
 @needs_nats
 def test_a_new_stream_keeps_the_wake_ups_in_memory_for_an_hour(subject: str) -> None:
     async def run() -> tuple[Any, Any]:
-        woken = asyncio.Event()
-        a = NatsWakeups(NATS_URL, subject, lambda: None, jetstream=True)
-        b = NatsWakeups(NATS_URL, subject, woken.set, jetstream=True)
-        await asyncio.gather(a.start(), b.start())
-        try:
+        async with _pair(subject, jetstream=True) as (a, _, woken):
             a.broadcast()
             await asyncio.wait_for(woken.wait(), 10)
-        finally:
-            await a.stop()  # flushes: the message is stored before the connection closes
-            await b.stop()
 
         async def read(js: Any) -> tuple[Any, Any]:
             info = await js.stream_info(stream_name(subject))
@@ -193,17 +218,10 @@ def test_a_stream_that_already_captures_the_subject_is_used_as_it_is(subject: st
 
     async def run() -> tuple[str | None, str, int]:
         await _with_jetstream(lambda js: js.add_stream(name=operator, subjects=[subject]))
-        woken = asyncio.Event()
-        a = NatsWakeups(NATS_URL, subject, lambda: None, jetstream=True)
-        b = NatsWakeups(NATS_URL, subject, woken.set, jetstream=True)
-        await asyncio.gather(a.start(), b.start())
-        try:
+        async with _pair(subject, jetstream=True) as (a, _, woken):
             a.broadcast()
             await asyncio.wait_for(woken.wait(), 10)
             found = await _with_jetstream(lambda js: ensure_stream(js, subject))
-        finally:
-            await a.stop()
-            await b.stop()
         info = await _with_jetstream(lambda js: js.stream_info(operator))
         return a.stream, found, info.state.messages
 
@@ -252,39 +270,21 @@ def test_a_restarted_server_that_lost_the_stream_gets_it_back(subject: str, tmp_
     url = f"nats://127.0.0.1:{port}"
     server = _start_server(port, "-js", "-sd", str(tmp_path / "first"))
 
-    async def run() -> list[bool]:
-        woken = asyncio.Event()
-        a = NatsWakeups(url, subject, lambda: None, jetstream=True, reconnect_seconds=0.2)
-        b = NatsWakeups(url, subject, woken.set, jetstream=True, reconnect_seconds=0.2)
-        await asyncio.gather(a.start(wait=10), b.start(wait=10))
-        seen = []
-        try:
+    async def run() -> bool:
+        async with _pair(subject, url, jetstream=True, reconnect_seconds=0.2) as (a, b, woken):
             a.broadcast()
             await asyncio.wait_for(woken.wait(), 10)
-            seen.append(True)
             nonlocal server
             await asyncio.to_thread(_stop_server, server)
             server = await asyncio.to_thread(_start_server, port, "-js", "-sd", str(tmp_path / "2"))
             deadline = time.monotonic() + 20
-            while True:  # until a wake-up sent after the restart reaches B
-                await asyncio.sleep(0.3)
-                woken.clear()  # also the wake-up every reader gets on reconnection
-                a.broadcast()
-                try:
-                    await asyncio.wait_for(woken.wait(), 1.0)
-                    seen.append(True)
-                    break
-                except TimeoutError:
-                    if time.monotonic() > deadline:
-                        seen.append(False)
-                        break
-        finally:
-            await a.stop()
-            await b.stop()
-        return seen
+            while not (a.connected and b.connected) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the wake-up each reconnection gives has come and gone
+            return await _woken_again(a, woken, seconds=20)
 
     try:
-        assert asyncio.run(run()) == [True, True]
+        assert asyncio.run(run())
     finally:
         _stop_server(server)
 
@@ -295,25 +295,10 @@ def test_a_deleted_stream_is_made_again_and_read_anew(subject: str) -> None:
     sees at its next check that the stream it read is gone and reads the new one."""
 
     async def run() -> bool:
-        woken = asyncio.Event()
-        fast = {"jetstream": True, "reconnect_seconds": 0.2, "check_seconds": 0.3}
-        a = NatsWakeups(NATS_URL, subject, lambda: None, **fast)
-        b = NatsWakeups(NATS_URL, subject, woken.set, **fast)
-        await asyncio.gather(a.start(), b.start())
-        try:
+        fast = {"reconnect_seconds": 0.2, "check_seconds": 0.3}
+        async with _pair(subject, jetstream=True, **fast) as (a, _, woken):
             await _with_jetstream(lambda js: js.delete_stream(stream_name(subject)))
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:  # the first publish finds no stream
-                a.broadcast()
-                try:
-                    await asyncio.wait_for(woken.wait(), 0.5)
-                    return True
-                except TimeoutError:
-                    pass
-            return False
-        finally:
-            await a.stop()
-            await b.stop()
+            return await _woken_again(a, woken, seconds=10)  # the first publish finds no stream
 
     assert asyncio.run(run())
 

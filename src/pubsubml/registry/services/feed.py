@@ -317,8 +317,12 @@ def deliveries_select(*, owned: bool) -> Select[int, str]:
     """(cursor, model id) of a subscription's deliveries after a cursor, oldest first.
 
     Parameters (``bindparam`` s, given at execution): ``subscription_id``, ``after``, ``limit``
-    and, when ``owned``, ``site_id`` (rows only if the subscription belongs to that site).  One
-    range scan of the deliveries' primary key, no join and no sort of the rest of the feed.
+    and, when ``owned``, ``site_id`` (rows only if the subscription belongs to that site).
+    PostgreSQL with current statistics runs it as one range scan of the deliveries' primary key
+    that stops after ``limit`` rows, plus a one-row probe of the subscription when ``owned``;
+    from the statistics of nearly empty tables (before autovacuum's ``ANALYZE`` after a burst of
+    inserts) it may read every delivery after the cursor and sort them (0.3 ms instead of 0.06 ms
+    for 400 deliveries, no measurable change of feed throughput in ``registry_load.py``).
     """
     # Core columns, not ORM attributes: the hottest read of the registry skips the ORM's
     # statement compilation (the rows are plain tuples either way).

@@ -55,6 +55,36 @@ needs_nats = pytest.mark.skipif(
 )
 
 
+def _jetstream_up() -> bool:
+    if not _nats_up():
+        return False
+
+    async def probe() -> bool:
+        import nats
+
+        client = await nats.connect(NATS_URL, connect_timeout=2, max_reconnect_attempts=0)
+        try:
+            await client.jetstream().account_info()
+            return True
+        except Exception:
+            return False
+        finally:
+            await client.close()
+
+    return asyncio.run(probe())
+
+
+JETSTREAM_UP = _jetstream_up()
+needs_jetstream = pytest.mark.skipif(
+    not JETSTREAM_UP,
+    reason="the NATS server at 127.0.0.1:4222 does not run JetStream (start it with -js)",
+)
+TRANSPORTS = [
+    pytest.param(False, id="core"),
+    pytest.param(True, id="jetstream", marks=needs_jetstream),
+]
+
+
 async def _with_jetstream(work: Any) -> Any:
     """``work(js)`` on a fresh connection to the test server's JetStream."""
     import nats
@@ -114,7 +144,7 @@ def subject() -> Iterator[str]:
     """A subject of this test's own; its stream, if one was created, is deleted afterwards."""
     name = feed_subject(f"sqlite:///{time.monotonic_ns()}.db")
     yield name
-    if _nats_up():
+    if JETSTREAM_UP:
         _delete_stream(stream_name(name))
 
 
@@ -149,7 +179,7 @@ def test_jetstream_needs_a_nats_url(tmp_path: Path) -> None:
 
 
 @needs_nats
-@pytest.mark.parametrize("jetstream", [False, True], ids=["core", "jetstream"])
+@pytest.mark.parametrize("jetstream", TRANSPORTS)
 def test_a_replica_is_woken_by_another_but_not_by_itself(subject: str, jetstream: bool) -> None:
     async def run() -> tuple[int, int]:
         woken = {"a": 0, "b": 0}
@@ -190,7 +220,7 @@ def test_a_replica_without_a_nats_server_still_serves(tmp_path: Path) -> None:
         assert httpx.get(f"{base}/v1/health").status_code == 200
 
 
-@needs_nats
+@needs_jetstream
 def test_a_new_stream_keeps_the_wake_ups_in_memory_for_an_hour(subject: str) -> None:
     async def run() -> tuple[Any, Any]:
         async with _pair(subject, jetstream=True) as (a, _, woken):
@@ -211,7 +241,7 @@ def test_a_new_stream_keeps_the_wake_ups_in_memory_for_an_hour(subject: str) -> 
     assert not last.data and ORIGIN_HEADER in (last.headers or {})
 
 
-@needs_nats
+@needs_jetstream
 def test_a_stream_that_already_captures_the_subject_is_used_as_it_is(subject: str) -> None:
     """An operator's stream (file storage, its own name) is neither replaced nor duplicated."""
     operator = f"OPERATOR_{time.monotonic_ns()}"
@@ -289,7 +319,7 @@ def test_a_restarted_server_that_lost_the_stream_gets_it_back(subject: str, tmp_
         _stop_server(server)
 
 
-@needs_nats
+@needs_jetstream
 def test_a_deleted_stream_is_made_again_and_read_anew(subject: str) -> None:
     """The publishing replica makes the stream again when a publish finds none; the reading one
     sees at its next check that the stream it read is gone and reads the new one."""
@@ -333,7 +363,7 @@ def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subjec
 
 
 @needs_nats
-@pytest.mark.parametrize("jetstream", [False, True], ids=["core", "jetstream"])
+@pytest.mark.parametrize("jetstream", TRANSPORTS)
 def test_a_publish_on_one_replica_wakes_a_long_poll_on_the_other(
     tmp_path: Path, artifacts: ArtifactFactory, jetstream: bool
 ) -> None:

@@ -12,7 +12,8 @@ first.  Three configurations, measured in the same run:
   server on 127.0.0.1:4222 (``PUBSUBML_NATS_URL``; A publishes there too); left out when no
   NATS server answers;
 * ``cross, NATS JetStream``: the same through a JetStream stream (``PUBSUBML_NATS_JETSTREAM``):
-  a fifth replica publishes, a sixth with ``LISTEN`` off polls; the stream is deleted afterwards;
+  a fifth replica publishes, a sixth with ``LISTEN`` off polls; the stream is deleted afterwards
+  (left out when the server does not run JetStream);
 * ``cross, re-read only``: the poll waits on B with wake-ups off (``PUBSUBML_FEED_WAKEUPS=false``),
   so B sees the model at its next re-read (``feed_poll_interval``, 0.5 s by default): the
   reference, what replicas did without wake-ups; the ratio column is p99 over its p99.
@@ -54,6 +55,24 @@ def nats_up() -> bool:
             return True
     except OSError:
         return False
+
+
+def jetstream_up() -> bool:
+    """Whether the NATS server runs JetStream."""
+
+    async def probe() -> bool:
+        import nats
+
+        client = await nats.connect(NATS_URL, connect_timeout=2, max_reconnect_attempts=0)
+        try:
+            await client.jetstream().account_info()
+            return True
+        except Exception:
+            return False
+        finally:
+            await client.close()
+
+    return asyncio.run(probe())
 
 
 def delete_stream(name: str) -> None:
@@ -170,7 +189,8 @@ def main() -> None:
         db.dispose()
         with tempfile.TemporaryDirectory() as tmp:
             nats = nats_up()
-            ports = [free_port() for _ in range(6 if nats else 3)]
+            jetstream = nats and jetstream_up()
+            ports = [free_port() for _ in range(6 if jetstream else 4 if nats else 3)]
             procs = [
                 spawn(url, Path(tmp) / "store", ports[0], True, nats),
                 spawn(url, Path(tmp) / "store", ports[1], True),
@@ -178,6 +198,7 @@ def main() -> None:
             ]
             if nats:
                 procs.append(spawn(url, Path(tmp) / "store", ports[3], False, True))
+            if jetstream:
                 procs.append(spawn(url, Path(tmp) / "store", ports[4], True, jetstream=True))
                 procs.append(spawn(url, Path(tmp) / "store", ports[5], False, jetstream=True))
             bases = [f"http://127.0.0.1:{p}" for p in ports]
@@ -197,6 +218,7 @@ def main() -> None:
                 configs = [("same replica", a, a, 1), ("cross, LISTEN/NOTIFY", a, b, 2)]
                 if nats:
                     configs.append(("cross, NATS", a, bases[3], 4))
+                if jetstream:
                     configs.append(("cross, NATS JetStream", bases[4], bases[5], 5))
                 configs.append(("cross, re-read only (ref.)", a, b_off, 3))
                 for label, publish_base, poll_base, seed in configs:
@@ -207,7 +229,7 @@ def main() -> None:
                 for proc in procs:
                     proc.terminate()
                     proc.wait(15)
-                if nats:
+                if jetstream:
                     delete_stream(stream_name(feed_subject(url)))
     finally:
         drop()

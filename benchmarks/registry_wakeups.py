@@ -43,7 +43,11 @@ import numpy as np
 from pubsubml.registry.client import RegistryClient
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
-from pubsubml.registry.services.nats_wakeups import feed_subject, stream_name
+from pubsubml.registry.services.nats_wakeups import (
+    feed_subject,
+    jetstream_available,
+    stream_name,
+)
 from registry_load import ADMIN, free_port, make_artifacts, postgres_url, register_publishers
 
 NATS_URL = "nats://127.0.0.1:4222"
@@ -55,24 +59,6 @@ def nats_up() -> bool:
             return True
     except OSError:
         return False
-
-
-def jetstream_up() -> bool:
-    """Whether the NATS server runs JetStream."""
-
-    async def probe() -> bool:
-        import nats
-
-        client = await nats.connect(NATS_URL, connect_timeout=2, max_reconnect_attempts=0)
-        try:
-            await client.jetstream().account_info()
-            return True
-        except Exception:
-            return False
-        finally:
-            await client.close()
-
-    return asyncio.run(probe())
 
 
 def delete_stream(name: str) -> None:
@@ -189,7 +175,7 @@ def main() -> None:
         db.dispose()
         with tempfile.TemporaryDirectory() as tmp:
             nats = nats_up()
-            jetstream = nats and jetstream_up()
+            jetstream = nats and asyncio.run(jetstream_available(NATS_URL))
             ports = [free_port() for _ in range(6 if jetstream else 4 if nats else 3)]
             procs = [
                 spawn(url, Path(tmp) / "store", ports[0], True, nats),

@@ -28,6 +28,7 @@ from pubsubml.registry.services.nats_wakeups import (
     check_nats_url,
     ensure_stream,
     feed_subject,
+    jetstream_available,
     stream_name,
 )
 from pubsubml.registry.settings import RegistrySettings
@@ -55,26 +56,7 @@ needs_nats = pytest.mark.skipif(
 )
 
 
-def _jetstream_up() -> bool:
-    if not _nats_up():
-        return False
-
-    async def probe() -> bool:
-        import nats
-
-        client = await nats.connect(NATS_URL, connect_timeout=2, max_reconnect_attempts=0)
-        try:
-            await client.jetstream().account_info()
-            return True
-        except Exception:
-            return False
-        finally:
-            await client.close()
-
-    return asyncio.run(probe())
-
-
-JETSTREAM_UP = _jetstream_up()
+JETSTREAM_UP = _nats_up() and asyncio.run(jetstream_available(NATS_URL))
 needs_jetstream = pytest.mark.skipif(
     not JETSTREAM_UP,
     reason="the NATS server at 127.0.0.1:4222 does not run JetStream (start it with -js)",
@@ -356,10 +338,20 @@ def test_a_server_without_jetstream_is_named_and_the_replica_still_starts(subjec
 
     try:
         message, connected = asyncio.run(run())
+        without = asyncio.run(jetstream_available(url))
     finally:
         _stop_server(server)
     assert "-js" in message
     assert not connected
+    assert not without
+
+
+def test_jetstream_availability_is_probed_and_bad_urls_are_refused() -> None:
+    assert asyncio.run(jetstream_available(f"nats://127.0.0.1:{free_port()}", timeout=1)) is False
+    if JETSTREAM_UP:
+        assert asyncio.run(jetstream_available(NATS_URL)) is True
+    with pytest.raises(ValueError, match="NATS server URL"):
+        asyncio.run(jetstream_available("http://127.0.0.1:4222"))
 
 
 @needs_nats

@@ -56,6 +56,7 @@ __all__ = [
     "check_nats_url",
     "ensure_stream",
     "feed_subject",
+    "jetstream_available",
     "stream_name",
 ]
 
@@ -147,6 +148,42 @@ async def ensure_stream(js: Any, subject: str) -> str:
             "the NATS server does not run JetStream (start nats-server with -js), "
             "or leave the JetStream option off"
         ) from exc
+
+
+async def jetstream_available(url: str, *, timeout: float = 2.0) -> bool:
+    """Whether the NATS server at ``url`` answers and runs JetStream (for this account).
+
+    Raises
+    ------
+    ValueError
+        ``url`` is not a NATS URL (:func:`check_nats_url`).
+    """
+    import nats
+
+    async def quiet(_exc: Exception) -> None:
+        pass
+
+    check_nats_url(url)
+    try:  # the client retries a refused connection on its own: bounded here
+        client = await asyncio.wait_for(
+            nats.connect(
+                url,
+                connect_timeout=timeout,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                error_cb=quiet,
+            ),
+            2 * timeout,
+        )
+    except Exception:  # no server there
+        return False
+    try:
+        await asyncio.wait_for(client.jetstream().account_info(), timeout)
+        return True
+    except Exception:  # no JetStream: no responders, or it is not enabled for the account
+        return False
+    finally:
+        await client.close()
 
 
 def _no_stream(exc: Exception) -> bool:

@@ -42,7 +42,7 @@ from pubsubml.registry.app import create_app
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import upgrade
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.tables import Base
+from pubsubml.registry.tables import Base, ModelRow
 from pubsubml.schema import Feature, FeatureSchema
 
 ADMIN_TOKEN = "test-admin-token-" + "x" * 24
@@ -71,6 +71,25 @@ TABLES = [t.name for t in reversed(Base.metadata.sorted_tables)]
 
 
 # ---- backends ---------------------------------------------------------------------------
+def model_row(model_id: str, publisher_id: int, position: int, **columns: Any) -> ModelRow:
+    """A :class:`ModelRow` with placeholder columns (safetensors, ε = 1, public, card ``{}``),
+    for tests that write models straight into the database; ``columns`` override them."""
+    values: dict[str, Any] = {
+        "task": "classification",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "claimed_epsilon": 1.0,
+        "format": "safetensors",
+        "weights_sha256": model_id * 2,
+        "size_bytes": 1,
+        "storage_key": model_id,
+        "card_json": "{}",
+        "public": True,
+    }
+    values.update(columns)
+    return ModelRow(id=model_id, publisher_id=publisher_id, position=position, **values)
+
+
 def _pg_user() -> str | None:
     import psycopg
 

@@ -25,6 +25,7 @@ from pubsubml.registry.tables import (
     UTCDateTime,
     utcnow,
 )
+from registry.conftest import model_row
 
 PLUS_TWO = timezone(timedelta(hours=2))
 
@@ -93,21 +94,7 @@ def _site(name: str, token_hash: str | None = None) -> SiteRow:
 
 
 def _model(model_id: str, publisher_id: int, position: int, digest: str) -> ModelRow:
-    return ModelRow(
-        id=model_id,
-        publisher_id=publisher_id,
-        task="classification",
-        epsilon=1.0,
-        delta=1e-5,
-        claimed_epsilon=1.0,
-        format="onnx",
-        weights_sha256=digest,
-        size_bytes=1,
-        storage_key=model_id,
-        card_json="{}",
-        public=True,
-        position=position,
-    )
+    return model_row(model_id, publisher_id, position, format="onnx", weights_sha256=digest)
 
 
 def _fails(db: Database, *rows: Any) -> bool:

@@ -32,6 +32,7 @@ from pubsubml.registry.tables import (
     SubscriptionRow,
 )
 from pubsubml.schema import Channel
+from registry.conftest import model_row
 
 
 def _site(session: Session, name: str) -> Principal:
@@ -46,20 +47,12 @@ def _site(session: Session, name: str) -> Principal:
 def _model(session: Session, index: int, publisher: Principal, position: int, public: bool) -> str:
     model_id = f"{index:032x}"
     session.add(
-        ModelRow(
-            id=model_id,
-            publisher_id=publisher.site_id,
-            task="classification",
-            epsilon=1.0,
-            delta=1e-5,
-            claimed_epsilon=1.0,
-            format="safetensors",
-            weights_sha256=model_id * 2,
-            size_bytes=1,
-            storage_key=model_id,
+        model_row(
+            model_id,
+            publisher.site_id,
+            position,
             card_json=json.dumps({"model": index}),
             public=public,
-            position=position,
         )
     )
     session.flush()

@@ -36,6 +36,7 @@ from pubsubml.registry.tables import (
     SiteRow,
 )
 from pubsubml.registry.upload_lock import UploadLock
+from registry.conftest import model_row
 
 
 class LocalValidator:
@@ -264,23 +265,7 @@ def test_a_model_committed_while_the_history_is_read_is_delivered_once(
             def __init__(self, session: Any) -> None:
                 with db.write() as other:  # another connection: commits at once
                     writer = FeedWriter(other)
-                    other.add(
-                        ModelRow(
-                            id=late,
-                            publisher_id=publisher,
-                            task="classification",
-                            epsilon=1.0,
-                            delta=1e-5,
-                            claimed_epsilon=1.0,
-                            format="safetensors",
-                            weights_sha256=late * 2,
-                            size_bytes=1,
-                            storage_key=late,
-                            card_json="{}",
-                            public=True,
-                            position=writer.next_position(),
-                        )
-                    )
+                    other.add(model_row(late, publisher, writer.next_position()))
                     other.flush()
                     other.add(ModelFeatureRow(model_id=late, feature_name="age"))
                     writer.close()

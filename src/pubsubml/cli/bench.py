@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import typer
 
+from pubsubml.errors import ExecutorConnectionError
+
 if TYPE_CHECKING:
     from pubsubml.experiments.base import Experiment
 
@@ -135,8 +137,6 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
             check_out_dir(out_dir)
         except (ValueError, ImportError) as exc:
             fail(f"{exp.name}: {exc}")
-        from pubsubml.errors import ExecutorConnectionError
-
         with _one_torch_thread():
             try:
                 written = exp.run(out_dir, opts)

@@ -18,6 +18,7 @@ from pubsubml.registry.services.feed import (
     FeedNotifier,
     FeedWriter,
     SubscriptionMatch,
+    event_values,
     model_visible_clause,
     read_deliveries,
     read_events,
@@ -161,6 +162,47 @@ def test_an_event_at_a_reserved_position_takes_no_new_one(db: Database) -> None:
     with db.read() as s:
         row = s.execute(select(EventRow)).scalar_one()
     assert row.payload == '{"a": [2], "b": 1}' and row.created_at.tzinfo is not None
+
+
+def test_rewind_hands_out_positions_again_after_a_rolled_back_savepoint(db: Database) -> None:
+    with db.write() as s:
+        writer = FeedWriter(s)
+        writer.event("kept", {})
+        mark = writer.mark()
+        with pytest.raises(RuntimeError), s.begin_nested():
+            writer.events([event_values("lost", {}, position=writer.next_position())])
+            raise RuntimeError("rolled back to the savepoint")
+        writer.rewind(mark)
+        assert writer.event("after", {}) == mark + 1
+        with pytest.raises(ValueError, match="cannot rewind"):
+            writer.rewind(mark + 5)
+        writer.close()
+    with db.read() as s:
+        rows = s.execute(select(EventRow.position, EventRow.kind).order_by(EventRow.position))
+        assert rows.all() == [(1, "kept"), (2, "after")]
+
+
+def test_deliver_at_uses_the_reserved_cursors_and_checks_its_lengths(backend: Any) -> None:
+    db = Database(backend.url)
+    try:
+        with db.write() as s:
+            a, b = _site(s, "a"), _site(s, "b")
+            s.add(SubscriptionRow(id="s1", site_id=b.site_id, channel="x", task="classification"))
+            writer = FeedWriter(s)
+            m1 = _model(s, 1, a, writer.next_position(), public=True)
+            c1 = writer.next_position()
+            m2 = _model(s, 2, a, writer.next_position(), public=True)
+            c2 = writer.next_position()
+            with pytest.raises(ValueError, match="as many"):
+                writer.deliver_at(["s1"], [c1, c2], [m1])
+            writer.deliver_at(["s1", "s1"], [c1, c2], [m1, m2])
+            writer.deliver_at([], [], [])
+            writer.close()
+        with db.read() as s:
+            rows = s.execute(select(DeliveryRow.cursor, DeliveryRow.model_id)).all()
+        assert sorted(rows) == [(2, m1), (4, m2)]
+    finally:
+        db.dispose()
 
 
 def test_deliver_to_and_deliver_many_append_in_the_order_given(backend: Any) -> None:

@@ -28,6 +28,7 @@ from pubsubml.registry.services.ledger import (
     list_scopes,
     read_ledger,
     register_scopes,
+    release_counts,
     release_of_card,
 )
 from pubsubml.registry.tables import SiteRow
@@ -117,6 +118,11 @@ def test_charge_counts_earlier_releases_and_writes_nothing(db: Database) -> None
     assert site.site_id is not None
     with db.read() as s:
         assert count_releases(s, site.site_id) == 1
+        assert release_counts(s, [site.site_id, site.site_id, 10_000]) == {
+            site.site_id: 1,
+            10_000: 0,
+        }
+        assert release_counts(s, []) == {}
     tight = _site(db, "tight", epsilon=compute_epsilon([GAUSS], DELTA) * 1.2)
     _store(db, tight, _release("r1", GAUSS))
     with pytest.raises(PrivacyBudgetExceededError):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, func, select, update
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
@@ -26,6 +27,7 @@ from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate
+from pubsubml.registry.services import publish as publish_module
 from pubsubml.registry.services.features import add_features
 from pubsubml.registry.services.feed import FeedWriter, read_deliveries
 from pubsubml.registry.services.ledger import count_releases
@@ -105,11 +107,8 @@ class Env:
         return dict(self.support.snapshot(self.db, self.store.root))
 
 
-@pytest.fixture
-def env(sqlite_template: Path, tmp_path: Path, artifacts: Any, support: Any) -> Iterator[Env]:
-    path = tmp_path / "registry.db"
-    shutil.copy(sqlite_template, path)
-    db = Database(f"sqlite:///{path}")
+def _make_env(url: str, tmp_path: Path, artifacts: Any, support: Any) -> Env:
+    db = Database(url)
     store = tmp_path / "store"
     e = Env(
         db, ArtifactStore(store), UploadLock(db, store), {}, LocalValidator(), artifacts, support
@@ -118,8 +117,24 @@ def env(sqlite_template: Path, tmp_path: Path, artifacts: Any, support: Any) -> 
         add_features(s, ADMIN, support.DICTIONARY.features)
     for name in ("a", "b", "c"):
         e.add_site(name)
+    return e
+
+
+@pytest.fixture
+def env(sqlite_template: Path, tmp_path: Path, artifacts: Any, support: Any) -> Iterator[Env]:
+    path = tmp_path / "registry.db"
+    shutil.copy(sqlite_template, path)
+    e = _make_env(f"sqlite:///{path}", tmp_path, artifacts, support)
     yield e
-    db.dispose()
+    e.db.dispose()
+
+
+@pytest.fixture
+def both_env(backend: Any, tmp_path: Path, artifacts: Any, support: Any) -> Iterator[Env]:
+    """:func:`env` on each storage backend (SQLite file, PostgreSQL schema)."""
+    e = _make_env(backend.url, tmp_path, artifacts, support)
+    yield e
+    e.db.dispose()
 
 
 # ---- parse_card ---------------------------------------------------------------------------
@@ -298,7 +313,8 @@ def _group(env: Env, pubs: list[Publication]) -> list[bool | BaseException]:
     return commit_group(env.db, env.store, env.lock, pubs)
 
 
-def test_a_group_commits_together_and_a_failing_member_rolls_back_alone(env: Env) -> None:
+def test_a_group_commits_together_and_a_failing_member_rolls_back_alone(both_env: Env) -> None:
+    env = both_env
     with env.db.write() as s:
         sub = create_subscription(
             s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
@@ -327,7 +343,8 @@ def test_a_group_commits_together_and_a_failing_member_rolls_back_alone(env: Env
     assert len(env.store.keys()) == 3 and env.store.tmp_files() == []
 
 
-def test_a_conflicting_member_rolls_back_alone(env: Env) -> None:
+def test_a_conflicting_member_rolls_back_alone(both_env: Env) -> None:
+    env = both_env
     art = env.artifacts("a", seed=405)
     stolen = env.artifacts.resign(art.card, art.weights, "b", publisher="b")
     other = env.artifacts("c", seed=406)
@@ -346,8 +363,9 @@ def test_a_conflicting_member_rolls_back_alone(env: Env) -> None:
 
 
 def test_a_failed_transaction_commits_no_member_and_leaves_no_file(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    both_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    env = both_env
     pubs = [env.prepare(env.artifacts(s, seed=k), s) for s, k in (("a", 407), ("b", 409))]
     with env.lock.shared():  # its files exist from the first publish on
         pass
@@ -364,7 +382,8 @@ def test_a_failed_transaction_commits_no_member_and_leaves_no_file(
     assert not env.store.keys() and not env.store.tmp_files()
 
 
-def test_the_same_model_twice_in_one_group_is_published_once(env: Env) -> None:
+def test_the_same_model_twice_in_one_group_is_published_once(both_env: Env) -> None:
+    env = both_env
     art = env.artifacts("a", seed=408)
     first, second = env.prepare(art, "a"), env.prepare(art, "a")
 
@@ -372,3 +391,108 @@ def test_the_same_model_twice_in_one_group_is_published_once(env: Env) -> None:
     assert len(env.store.keys()) == 1
     with env.db.read() as s:
         assert count_releases(s, env.sites["a"].site_id) == 1
+
+
+def _statements(db: Database) -> Iterator[list[str]]:
+    """Collect the SQL statements ``db`` sends while the context is open."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
+def test_a_group_costs_the_same_statements_whatever_its_size(both_env: Env) -> None:
+    env = both_env
+    for name in ("d", "e", "f"):
+        env.add_site(name)
+    with env.db.write() as s:
+        create_subscription(
+            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
+        )
+    counts = []
+    for sites, seed in (("ac", 420), ("acdef", 430)):
+        pubs = [env.prepare(env.artifacts(x, seed=seed + k), x) for k, x in enumerate(sites)]
+        with contextmanager(_statements)(env.db) as seen:
+            assert _group(env, pubs) == [True] * len(sites)  # type: ignore[arg-type]
+        counts.append(len(seen))
+    # one statement per table for the whole group, not per publication
+    assert counts[0] == counts[1], counts
+
+
+def test_a_group_numbers_its_rows_as_one_publish_after_the_other(both_env: Env) -> None:
+    env = both_env
+    with env.db.write() as s:
+        sub = create_subscription(
+            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
+        ).id
+    arts = [env.artifacts(x, seed=440 + k) for k, x in enumerate("aca")]
+    pubs = [env.prepare(a, a.card.publisher) for a in arts]
+    with env.db.read() as s:
+        start = int(s.execute(select(func.max(EventRow.position))).scalar_one())
+
+    assert _group(env, pubs) == [True, True, True]  # type: ignore[arg-type]
+
+    with env.db.read() as s:
+        positions = dict(s.execute(select(ModelRow.id, ModelRow.position)).all())
+        events = dict(
+            s.execute(
+                select(EventRow.model_id, EventRow.position).where(EventRow.model_id.is_not(None))
+            ).all()
+        )
+        deliveries = read_deliveries(s, sub, after=0, limit=10)
+    ids = [a.card.model_id for a in arts]
+    # "a" and "c" reach b's subscription: model, delivery, model, delivery, then the last model
+    # of "a" (its second release, charged again in the group) and its delivery.
+    assert [positions[m] for m in ids] == [start + 1, start + 3, start + 5]
+    assert events == positions
+    assert [(c, m) for c, m, _ in deliveries] == [
+        (start + 2, ids[0]),
+        (start + 4, ids[1]),
+        (start + 6, ids[2]),
+    ]
+    with env.db.read() as s:
+        assert count_releases(s, env.sites["a"].site_id) == 2
+
+
+def test_a_failing_group_statement_commits_each_member_alone(
+    both_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = both_env
+    with env.db.write() as s:
+        sub = create_subscription(
+            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
+        ).id
+    env.add_site("poor", epsilon=1.0)
+    arts = [env.artifacts(x, seed=450 + k) for k, x in enumerate(["a", "poor", "poor", "c"])]
+    pubs = [env.prepare(a, a.card.publisher) for a in arts]
+    real = publish_module._insert
+    calls: list[int] = []
+
+    def fails_for_many(session: Any, writer: Any, items: Any, subscriptions: Any) -> None:
+        calls.append(len(items))
+        real(session, writer, items, subscriptions)
+        if len(items) > 1:  # after its rows are written: the savepoint must undo them
+            raise RuntimeError("a statement of the group failed")
+
+    monkeypatch.setattr(publish_module, "_insert", fails_for_many)
+    results = _group(env, pubs)  # type: ignore[arg-type]
+
+    # a and poor together (written before poor's second release is charged again), then alone;
+    # poor's second release fails its charge before any row is written
+    assert calls == [2, 1, 1, 1]
+    assert results[0] is True and results[1] is True and results[3] is True
+    assert isinstance(results[2], PrivacyBudgetExceededError)
+    committed = [arts[i].card.model_id for i in (0, 1, 3)]
+    with env.db.read() as s:
+        assert set(s.execute(select(ModelRow.id)).scalars()) == set(committed)
+        assert sorted(s.execute(select(LedgerEntryRow.model_id)).scalars()) == sorted(committed)
+        positions = sorted(s.execute(select(ModelRow.position)).scalars())
+        cursors = [c for c, _, _ in read_deliveries(s, sub, after=0, limit=10)]
+    assert len(set(positions + cursors)) == 6  # no position handed out twice
+    assert len(env.store.keys()) == 3

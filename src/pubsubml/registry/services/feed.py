@@ -74,6 +74,7 @@ __all__ = [
     "LoopFeedReader",
     "SubscriptionMatch",
     "deliveries_select",
+    "event_values",
     "model_visible_clause",
     "read_deliveries",
     "read_events",
@@ -106,7 +107,7 @@ _DELIVER_UNNEST = text(
     'INSERT INTO deliveries (subscription_id, "cursor", model_id) SELECT s, c, m FROM unnest('
     "CAST(:subs AS varchar[]), CAST(:cursors AS bigint[]), CAST(:models AS varchar[])) AS t(s, c, m)"
 )
-"""Many deliveries in one PostgreSQL statement with three arrays (:meth:`FeedWriter._append`)."""
+"""Many deliveries in one PostgreSQL statement with three arrays (:meth:`FeedWriter.deliver_at`)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -173,6 +174,25 @@ class SubscriptionMatch:
         return self.channel.matches(features)
 
 
+def event_values(
+    kind: str,
+    payload: dict[str, Any],
+    *,
+    site_id: int | None = None,
+    model_id: str | None = None,
+    position: int,
+) -> dict[str, Any]:
+    """The columns of an event row at ``position`` (for :meth:`FeedWriter.events`)."""
+    return {
+        "position": position,
+        "kind": kind,
+        "site_id": site_id,
+        "model_id": model_id,
+        "payload": json.dumps(payload, sort_keys=True),
+        "created_at": utcnow(),
+    }
+
+
 class FeedWriter:
     """Appends to the feeds inside one write transaction, holding the feed lock.
 
@@ -205,19 +225,28 @@ class FeedWriter:
         The row is inserted at once, as one statement (after the session's pending rows, which it
         may reference), not kept as an ORM object until the next flush."""
         pos = self.next_position() if position is None else position
-        self.session.flush()
-        self.session.connection().execute(
-            insert(EventRow),
-            {
-                "position": pos,
-                "kind": kind,
-                "site_id": site_id,
-                "model_id": model_id,
-                "payload": json.dumps(payload, sort_keys=True),
-                "created_at": utcnow(),
-            },
-        )
+        self.events([event_values(kind, payload, site_id=site_id, model_id=model_id, position=pos)])
         return pos
+
+    def events(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert events built by :func:`event_values` at their reserved positions, in one
+        statement (after the session's pending rows, which they may reference)."""
+        if not rows:
+            return
+        self.session.flush()
+        conn = self.session.connection()
+        conn.execute(insert(EventRow), rows[0] if len(rows) == 1 else list(rows))
+
+    def mark(self) -> int:
+        """The last position handed out, to :meth:`rewind` to after a rolled-back savepoint."""
+        return self.position
+
+    def rewind(self, mark: int) -> None:
+        """Hand out the positions after ``mark`` again: the rows that held them were rolled back
+        (to a savepoint taken when :meth:`mark` returned ``mark``)."""
+        if not self._start <= mark <= self.position:
+            raise ValueError(f"cannot rewind to {mark}: positions {self._start}..{self.position}")
+        self.position = mark
 
     def deliver_to(self, subscription_ids: Sequence[str], model_id: str) -> list[int]:
         """Append a delivery of ``model_id`` to each of ``subscription_ids``' feeds (in that
@@ -230,14 +259,28 @@ class FeedWriter:
         return self._append([subscription_id] * len(model_ids), list(model_ids))
 
     def _append(self, subscription_ids: list[str], model_ids: list[str]) -> list[int]:
-        """Deliveries at the next cursors: one statement for all, without ORM objects."""
         cursors = [self.next_position() for _ in subscription_ids]
+        self.deliver_at(subscription_ids, cursors, model_ids)
+        return cursors
+
+    def deliver_at(
+        self, subscription_ids: Sequence[str], cursors: Sequence[int], model_ids: Sequence[str]
+    ) -> None:
+        """Deliveries at cursors reserved with :meth:`next_position`: one statement for all,
+        without ORM objects.  The models' and subscriptions' rows must be flushed already."""
+        if not len(subscription_ids) == len(cursors) == len(model_ids):
+            raise ValueError("deliver_at needs as many cursors and model ids as subscriptions")
         if not cursors:
-            return cursors
+            return
         conn = self.session.connection()
         if conn.dialect.name == "postgresql":  # one statement with three arrays, whatever the count
             conn.execute(
-                _DELIVER_UNNEST, {"subs": subscription_ids, "cursors": cursors, "models": model_ids}
+                _DELIVER_UNNEST,
+                {
+                    "subs": list(subscription_ids),
+                    "cursors": list(cursors),
+                    "models": list(model_ids),
+                },
             )
         else:
             conn.execute(
@@ -247,7 +290,6 @@ class FeedWriter:
                     for s, c, m in zip(subscription_ids, cursors, model_ids, strict=True)
                 ],
             )
-        return cursors
 
     def close(self) -> None:
         """Store the clock (call once, after the last append, before the commit); on PostgreSQL,

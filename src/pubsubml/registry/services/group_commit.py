@@ -5,7 +5,8 @@ committing alone, it hands the publication to the process's :class:`GroupCommitt
 request that finds no commit in progress becomes the *leader*: it takes every publication queued
 at that moment (at most ``max_group``) and commits them with
 :func:`~pubsubml.registry.services.publish.commit_group` — one transaction, the feed lock taken
-once, a SAVEPOINT per publication so that one that fails its re-checks rolls back alone.  Requests
+once, the re-checks read once for the group and one insert per table for all its publications;
+one that fails its re-checks is left out alone.  Requests
 arriving meanwhile queue up and are committed by the next leader, the first of them, as soon as
 the current group has committed.  Nothing waits on a timer: a lone publish commits at once, and
 under load the groups grow by themselves (the classic leader/follower group commit of database

@@ -8,9 +8,8 @@ memory limits (:mod:`pubsubml.artifacts.validation_pool`), the safe loader of th
 accountant from the card's DP events (a card may not claim less); then the feature dictionary
 and a trial charge of the site's ledger (RDP first, PLD when RDP is not enough).
 :func:`commit_publication` then (:func:`commit_group` for several at once: group commit, one
-transaction and one database fsync for concurrent publishes, a savepoint each), holding the upload
-lock shared (:mod:`pubsubml.registry.
-upload_lock`), writes the weights to a temporary file, fsyncs it, renames it into the store under
+transaction, one database fsync and one statement per table for concurrent publishes), holding
+the upload lock shared (:mod:`pubsubml.registry.upload_lock`), writes the weights to a temporary file, fsyncs it, renames it into the store under
 a fresh key (fsync of the directory), and in ONE transaction holding the feed lock re-checks
 idempotency and the ledger, inserts the model, its ledger entry, the ``model.published`` event
 and one delivery per matching subscription, and commits.  The file is invisible until that
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,11 +49,12 @@ from pubsubml.registry.auth import Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, check_site_name
 from pubsubml.registry.services.features import check_against_dictionary
-from pubsubml.registry.services.feed import FeedWriter, SubscriptionMatch
+from pubsubml.registry.services.feed import FeedWriter, SubscriptionMatch, event_values
 from pubsubml.registry.services.ledger import (
     charge,
     count_releases,
     ledger_row,
+    release_counts,
     release_of_card,
 )
 from pubsubml.registry.services.models import get_model, model_public
@@ -229,10 +229,9 @@ def prepare_publication(
     )
 
 
-def _matching_subscriptions(session: Session, pub: Publication) -> list[str]:
-    """Ids of the subscriptions that receive ``pub``, in id order (read as plain columns: a
-    model matched against thousands of subscriptions costs no ORM object per subscription)."""
-    card = pub.card
+def _subscriptions(session: Session, tasks: Iterable[str]) -> list[SubscriptionMatch]:
+    """The subscriptions to models of ``tasks``, in id order, read as plain columns (a model
+    matched against thousands of subscriptions costs no ORM object per subscription)."""
     rows = session.connection().execute(
         select(
             SubscriptionRow.id,
@@ -241,75 +240,101 @@ def _matching_subscriptions(session: Session, pub: Publication) -> list[str]:
             SubscriptionRow.task,
             SubscriptionRow.classes_json,
         )
-        .where(SubscriptionRow.task == card.task, SubscriptionRow.site_id != pub.site_id)
+        .where(SubscriptionRow.task.in_(sorted(set(tasks))))
         .order_by(SubscriptionRow.id)
     )
+    return [SubscriptionMatch.from_columns(*row) for row in rows]
+
+
+def _receivers(subscriptions: Sequence[SubscriptionMatch], pub: Publication) -> list[str]:
+    """Ids of the subscriptions among ``subscriptions`` that receive ``pub``, in their order."""
+    card = pub.card
     visible = frozenset(pub.visible_to or ())
     features = frozenset(card.input_features)
-    out = []
-    for row in rows:
-        match = SubscriptionMatch.from_columns(*row)
-        if match.accepts(
+    return [
+        m.subscription_id
+        for m in subscriptions
+        if m.accepts(
             publisher_id=pub.site_id,
             task=card.task,
             classes=card.classes,
             features=features,
             public=pub.visible_to is None,
             visible_to=visible,
-        ):
-            out.append(row.id)
-    return out
-
-
-def _insert(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> None:
-    """Insert the model, its event, features, visibility, ledger entry and deliveries, each table
-    in one statement without ORM objects (this runs holding the feed lock, which every publish
-    of every replica waits for)."""
-    card = pub.card
-    position = writer.next_position()
-    pub.row = ModelRow(  # not added to the session: the answer is built from it
-        id=card.model_id,
-        publisher_id=pub.site_id,
-        task=card.task,
-        epsilon=pub.epsilon,
-        delta=card.privacy.delta,
-        claimed_epsilon=card.privacy.epsilon,
-        format=card.format,
-        weights_sha256=card.weights_sha256,
-        size_bytes=len(pub.weights),
-        storage_key=storage_key,
-        card_json=pub.card_json,
-        public=pub.visible_to is None,
-        position=position,
-        created_at=utcnow(),
-    )
-    conn = session.connection()
-    conn.execute(insert(ModelRow), {c: getattr(pub.row, c) for c in _MODEL_COLUMNS})
-    writer.event(
-        "model.published",
-        {"model_id": card.model_id, "publisher": card.publisher, "task": card.task},
-        site_id=pub.site_id,
-        model_id=card.model_id,
-        position=position,
-    )
-    conn.execute(
-        insert(ModelFeatureRow),
-        [{"model_id": card.model_id, "feature_name": n} for n in card.input_features],
-    )
-    if pub.visible_to:
-        conn.execute(
-            insert(ModelVisibilityRow),
-            [{"model_id": card.model_id, "site_id": s} for s in pub.visible_to],
         )
-    entry = ledger_row(
-        pub.site_id,
-        pub.release,
-        epsilon=pub.epsilon,
-        delta=card.privacy.delta,
-        model_id=card.model_id,
-    )
-    conn.execute(insert(LedgerEntryRow), {c: getattr(entry, c) for c in _LEDGER_COLUMNS})
-    writer.deliver_to(_matching_subscriptions(session, pub), card.model_id)
+    ]
+
+
+def _insert(
+    session: Session,
+    writer: FeedWriter,
+    items: Sequence[tuple[Publication, str]],
+    subscriptions: Sequence[SubscriptionMatch],
+) -> None:
+    """Insert the models of ``items`` (publication, storage key), with their events, features,
+    visibility, ledger entries and deliveries: each table in one statement for all of them,
+    without ORM objects (this runs holding the feed lock, which every publish of every replica
+    waits for).  Positions are handed out as one publication after the other would take them:
+    a model's, then its deliveries'."""
+    models: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    features: list[dict[str, Any]] = []
+    visibility: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    receivers: list[str] = []
+    cursors: list[int] = []
+    delivered: list[str] = []
+    for pub, storage_key in items:
+        card = pub.card
+        position = writer.next_position()
+        pub.row = ModelRow(  # not added to the session: the answer is built from it
+            id=card.model_id,
+            publisher_id=pub.site_id,
+            task=card.task,
+            epsilon=pub.epsilon,
+            delta=card.privacy.delta,
+            claimed_epsilon=card.privacy.epsilon,
+            format=card.format,
+            weights_sha256=card.weights_sha256,
+            size_bytes=len(pub.weights),
+            storage_key=storage_key,
+            card_json=pub.card_json,
+            public=pub.visible_to is None,
+            position=position,
+            created_at=utcnow(),
+        )
+        models.append({c: getattr(pub.row, c) for c in _MODEL_COLUMNS})
+        events.append(
+            event_values(
+                "model.published",
+                {"model_id": card.model_id, "publisher": card.publisher, "task": card.task},
+                site_id=pub.site_id,
+                model_id=card.model_id,
+                position=position,
+            )
+        )
+        features.extend({"model_id": card.model_id, "feature_name": n} for n in card.input_features)
+        visibility.extend({"model_id": card.model_id, "site_id": s} for s in pub.visible_to or ())
+        entry = ledger_row(
+            pub.site_id,
+            pub.release,
+            epsilon=pub.epsilon,
+            delta=card.privacy.delta,
+            model_id=card.model_id,
+        )
+        entries.append({c: getattr(entry, c) for c in _LEDGER_COLUMNS})
+        for subscription_id in _receivers(subscriptions, pub):
+            receivers.append(subscription_id)
+            cursors.append(writer.next_position())
+            delivered.append(card.model_id)
+    conn = session.connection()
+    conn.execute(insert(ModelRow), models)
+    writer.events(events)
+    conn.execute(insert(ModelFeatureRow), features)
+    if visibility:
+        conn.execute(insert(ModelVisibilityRow), visibility)
+    conn.execute(insert(LedgerEntryRow), entries)
+    writer.deliver_at(receivers, cursors, delivered)
 
 
 _MODEL_COLUMNS = tuple(c.key for c in ModelRow.__table__.columns)
@@ -326,7 +351,19 @@ def _is_committed(db: Database, storage_key: str) -> bool:
         return True
 
 
-def _commit_one(session: Session, writer: FeedWriter, pub: Publication, storage_key: str) -> bool:
+def _conflict(pub: Publication) -> ConflictError:
+    return ConflictError(
+        f"weights with SHA-256 {pub.card.weights_sha256} are already published by another site"
+    )
+
+
+def _commit_one(
+    session: Session,
+    writer: FeedWriter,
+    pub: Publication,
+    storage_key: str,
+    subscriptions: Sequence[SubscriptionMatch] | None = None,
+) -> bool:
     """Re-check and insert one publication in the open transaction; False if already there."""
     card = pub.card
     same = session.execute(  # one round trip for both checks
@@ -338,15 +375,91 @@ def _commit_one(session: Session, writer: FeedWriter, pub: Publication, storage_
     if card.model_id in found:
         return False
     if found:
-        raise ConflictError(
-            f"weights with SHA-256 {pub.card.weights_sha256} are already published by another site"
-        )
+        raise _conflict(pub)
     if count_releases(session, pub.site_id) != pub.ledger_size:
         site = session.get(SiteRow, pub.site_id)
         assert site is not None
         charge(session, site, pub.release)
-    _insert(session, writer, pub, storage_key)
+    if subscriptions is None:
+        subscriptions = _subscriptions(session, [card.task])
+    _insert(session, writer, [(pub, storage_key)], subscriptions)
     return True
+
+
+def _commit_alone(
+    session: Session,
+    writer: FeedWriter,
+    pub: Publication,
+    storage_key: str,
+    subscriptions: Sequence[SubscriptionMatch] | None = None,
+) -> bool | BaseException:
+    """:func:`_commit_one` inside its own SAVEPOINT: its outcome, or its error (rolled back)."""
+    mark = writer.mark()
+    pub.row = None
+    try:
+        with session.begin_nested():
+            return _commit_one(session, writer, pub, storage_key, subscriptions)
+    except Exception as exc:
+        writer.rewind(mark)
+        pub.row = None
+        return exc
+
+
+def _commit_together(
+    session: Session, writer: FeedWriter, pubs: Sequence[Publication], keys: Sequence[str]
+) -> list[bool | BaseException]:
+    """Re-check and insert ``pubs`` in the open transaction with a few statements for all.
+
+    The re-checks of :func:`_commit_one` are read once for the group (which of their model ids
+    and weights digests are published, each site's number of releases, the subscriptions of
+    their tasks) and applied in order, each publication seeing the ones before it: one whose
+    model id is already there is not inserted (False), one whose weights another model has is a
+    conflict.  The publications that pass are inserted together (:func:`_insert`).  A
+    publication whose site's ledger changed since its checks (a release of a concurrent request,
+    or of an earlier publication of the group) is charged again and inserted alone, in a
+    savepoint (:func:`_commit_alone`), after the ones before it.  Any other failure propagates.
+    """
+    card_ids = [p.card.model_id for p in pubs]
+    digests = [p.card.weights_sha256 for p in pubs]
+    rows = session.connection().execute(
+        select(ModelRow.id, ModelRow.weights_sha256).where(
+            or_(ModelRow.id.in_(card_ids), ModelRow.weights_sha256.in_(digests))
+        )
+    )
+    taken_ids: set[str] = set()
+    taken_digests: set[str] = set()
+    for model_id, digest in rows:
+        taken_ids.add(model_id)
+        taken_digests.add(digest)
+    counts = release_counts(session, [p.site_id for p in pubs])
+    subscriptions = _subscriptions(session, [p.card.task for p in pubs])
+    results: list[bool | BaseException] = []
+    batch: list[tuple[Publication, str]] = []
+    for pub, key in zip(pubs, keys, strict=True):
+        card = pub.card
+        if card.model_id in taken_ids:
+            results.append(False)
+            continue
+        if card.weights_sha256 in taken_digests:
+            results.append(_conflict(pub))
+            continue
+        if counts[pub.site_id] != pub.ledger_size:
+            if batch:  # the ones before it first: its charge reads their releases
+                _insert(session, writer, batch, subscriptions)
+                batch = []
+            result = _commit_alone(session, writer, pub, key, subscriptions)
+            results.append(result)
+            if result is not True:
+                continue
+        else:
+            batch.append((pub, key))
+            results.append(True)
+        taken_ids.add(card.model_id)
+        taken_digests.add(card.weights_sha256)
+        counts[pub.site_id] += 1
+    if batch:
+        _insert(session, writer, batch, subscriptions)
+    return results
 
 
 def stage_weights(store: ArtifactStore, pub: Publication) -> StagedArtifact:
@@ -369,16 +482,18 @@ def commit_group(
     pubs: Sequence[Publication],
     staged: Sequence[StagedArtifact | None] | None = None,
 ) -> list[bool | BaseException]:
-    """Commit several publications in ONE transaction, each in its own SAVEPOINT (group commit).
+    """Commit several publications in ONE transaction with a few statements for all (group commit).
 
     Holding ``lock`` shared, every weights file is written, fsynced and renamed into the store
     (:func:`stage_weights`, except those given in ``staged``: written by callers who hold the
-    lock);
-    then one transaction takes the feed lock once, re-checks and inserts each publication inside a
-    savepoint, and commits once (one commit, one fsync of the database for the group).  A
-    publication that fails its re-checks (a conflict, a budget a concurrent publish used first)
-    rolls back its savepoint only: the others commit.  If the transaction itself fails, none is
-    committed.  Files of publications that did not commit are removed.
+    lock); then one transaction takes the feed lock once, re-checks the publications together
+    and inserts the ones that pass with one statement per table (:func:`_commit_together`), and
+    commits once (one commit, one fsync of the database for the group).  A publication that
+    fails its re-checks (a conflict, a budget an earlier publication used first) is left out:
+    the others commit.  Should a statement of the group fail, its savepoint is rolled back and
+    each publication is committed alone in a savepoint of its own, so a failing publication
+    still rolls back only itself.  If the transaction itself fails, none is committed.  Files of
+    publications that did not commit are removed.
 
     Returns
     -------
@@ -399,15 +514,21 @@ def commit_group(
                         results[i] = exc
             with db.write() as session:
                 writer = FeedWriter(session)
-                for i, pub in enumerate(pubs):
-                    item = files[i]
-                    if item is None:
-                        continue
-                    try:
-                        with session.begin_nested():
-                            results[i] = _commit_one(session, writer, pub, item.key)
-                    except Exception as exc:
-                        results[i] = exc
+                order = [i for i, item in enumerate(files) if item is not None]
+                group = [pubs[i] for i in order]
+                keys = [item.key for item in files if item is not None]
+                mark = writer.mark()
+                try:
+                    with session.begin_nested():
+                        outcomes = _commit_together(session, writer, group, keys)
+                except Exception:  # a statement of the group failed: each in its own savepoint
+                    writer.rewind(mark)
+                    outcomes = [
+                        _commit_alone(session, writer, pub, key)
+                        for pub, key in zip(group, keys, strict=True)
+                    ]
+                for i, outcome in zip(order, outcomes, strict=True):
+                    results[i] = outcome
                 writer.close()
         except BaseException as exc:  # the transaction failed: nothing committed
             results = [r if isinstance(r, BaseException) else exc for r in results]

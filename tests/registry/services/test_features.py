@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from pubsubml.errors import ConflictError, PermissionDeniedError, SchemaMismatchError
 from pubsubml.registry.auth import ADMIN, Principal
@@ -98,3 +98,56 @@ def test_a_model_schema_must_match_the_agreed_entries(db: Database) -> None:
         recoded = SEX.model_copy(update={"categories": ("m", "f")})
         with pytest.raises(SchemaMismatchError, match=r"\['sex'\] differ"):
             check_against_dictionary(s, FeatureSchema(features=(recoded,)))
+
+
+def test_dictionary_entries_are_read_once_per_engine(db: Database) -> None:
+    """Entries are immutable: once read they are checked from memory, and an entry another
+    replica adds later is read when a model first uses it."""
+    _add(db, [AGE, SEX])
+    reads: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if "FROM features" in statement:
+            reads.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        with db.read() as s:
+            check_against_dictionary(
+                s,
+                FeatureSchema(
+                    features=(
+                        AGE,
+                        SEX,
+                    )
+                ),
+            )
+            assert len(reads) == 1
+            check_against_dictionary(s, FeatureSchema(features=(AGE,)))
+            with pytest.raises(SchemaMismatchError, match="differ"):
+                check_against_dictionary(
+                    s, FeatureSchema(features=(AGE.model_copy(update={"upper": 99}),))
+                )
+            assert len(reads) == 1  # all from memory
+        other = Database(str(db.engine.url))  # another replica of the same database
+        try:
+            _add(other, [WBC])
+        finally:
+            other.dispose()
+        with db.read() as s:
+            check_against_dictionary(
+                s,
+                FeatureSchema(
+                    features=(
+                        AGE,
+                        WBC,
+                    )
+                ),
+            )
+            with pytest.raises(SchemaMismatchError, match="not in the consortium"):
+                check_against_dictionary(
+                    s, FeatureSchema(features=(Feature(name="bmi", lower=0, upper=60, default=25),))
+                )
+        assert len(reads) == 3  # WBC read once, then bmi looked for (and not kept)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import event
 
 from pubsubml.errors import (
     DuplicateReleaseError,
@@ -246,3 +247,25 @@ def test_grouped_releases_compose_to_the_same_epsilon_to_the_last_digit(
             ledger_for_charging(s, row, _release("r7", GAUSS))
     assert ledger.epsilon_if_charged(new) == reference.epsilon_if_charged(new)
     assert ledger.spent_epsilon() == reference.spent_epsilon()
+
+
+def test_a_charge_reads_the_registered_chunks_only_for_a_scoped_release(db: Database) -> None:
+    site = _site(db)
+    _register(db, site, ["jan"])
+    _store(db, site, _release("r1", GAUSS, scope=("jan",)))
+    reads: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if "FROM site_scopes" in statement:
+            reads.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        assert _charge(db, site, _release("r2", GAUSS)) == 1  # the whole data set
+        assert reads == []
+        assert _charge(db, site, _release("r3", GAUSS, scope=("jan",))) == 1
+        assert len(reads) == 1
+        with pytest.raises(InvalidPrivacyParameterError, match="not registered"):
+            _charge(db, site, _release("r4", GAUSS, scope=("feb",)))
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)

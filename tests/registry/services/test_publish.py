@@ -18,6 +18,7 @@ from pubsubml.artifacts.validation import validate_untrusted
 from pubsubml.errors import (
     ConflictError,
     DataValidationError,
+    NotFoundError,
     PermissionDeniedError,
     PrivacyBudgetExceededError,
     SignatureError,
@@ -224,6 +225,13 @@ def test_a_site_without_a_registered_key_cannot_publish(env: Env) -> None:
         s.execute(update(SiteRow).where(SiteRow.name == "a").values(public_key=None, key_id=None))
     with pytest.raises(SignatureError, match="no registered public key"):
         env.prepare(env.artifacts("a", seed=206), "a")
+
+
+def test_a_site_that_is_not_registered_cannot_publish(env: Env) -> None:
+    ghost = Principal(kind="site", site_id=10_000, name="ghost", roles="both")  # type: ignore[arg-type]
+    with pytest.raises(NotFoundError, match="ghost"):
+        env.prepare(env.artifacts("ghost", seed=207), ghost)
+    assert env.validator.calls == 0
 
 
 # ---- commit_publication --------------------------------------------------------------------

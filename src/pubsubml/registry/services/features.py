@@ -8,9 +8,11 @@ models already published with it.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from pubsubml.errors import ConflictError, SchemaMismatchError
@@ -87,8 +89,40 @@ def known_features(session: Session, names: Iterable[str]) -> set[str]:
     )
 
 
+_AGREED: weakref.WeakKeyDictionary[Engine, dict[str, dict[str, object]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Dictionary entries already read, by database engine: name → agreed fields.  Entries are
+immutable (:func:`add_features` refuses a redefinition and nothing deletes one), so an entry read
+once holds for the life of the engine, whichever replica added it."""
+_AGREED_LOCK = threading.Lock()
+
+
+def _dictionary_entries(session: Session, names: list[str]) -> dict[str, dict[str, object]]:
+    """The agreed fields of the dictionary entries among ``names``; the ones not read before
+    through this session's engine in one statement."""
+    bind = session.get_bind()
+    engine = bind if isinstance(bind, Engine) else bind.engine
+    with _AGREED_LOCK:
+        cache = _AGREED.setdefault(engine, {})
+        found = {n: cache[n] for n in names if n in cache}
+    missing = [n for n in names if n not in found]
+    if missing:
+        rows = session.execute(
+            select(FeatureRow.name, FeatureRow.definition).where(FeatureRow.name.in_(missing))
+        )
+        read = {name: _agreed(Feature.model_validate_json(text)) for name, text in rows}
+        with _AGREED_LOCK:
+            cache.update(read)
+        found.update(read)
+    return found
+
+
 def check_against_dictionary(session: Session, schema: FeatureSchema) -> None:
     """Check that every input feature of a model is in the dictionary, as agreed.
+
+    Entries are read from the database once per engine (they are immutable), so a publish whose
+    features were all seen before reads nothing here.
 
     Raises
     ------
@@ -96,20 +130,15 @@ def check_against_dictionary(session: Session, schema: FeatureSchema) -> None:
         A feature is unknown, or differs from its dictionary entry (kind, bounds, categories,
         default).
     """
-    names = schema.names
-    stored = {
-        r.name: r.definition
-        for r in session.execute(select(FeatureRow).where(FeatureRow.name.in_(names))).scalars()
-    }
+    names = list(schema.names)
+    stored = _dictionary_entries(session, names)
     unknown = [n for n in names if n not in stored]
     if unknown:
         raise SchemaMismatchError(
             f"features {unknown[:10]} are not in the consortium's feature dictionary; the "
             "administrator adds them with `pubsubml features add`"
         )
-    differ = [
-        f.name for f in schema if _agreed(f) != _agreed(Feature.model_validate_json(stored[f.name]))
-    ]
+    differ = [f.name for f in schema if _agreed(f) != stored[f.name]]
     if differ:
         raise SchemaMismatchError(
             f"features {differ[:10]} differ from their dictionary entries (kind, bounds, "

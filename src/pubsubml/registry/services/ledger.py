@@ -259,7 +259,9 @@ def ledger_for_charging(
 
     Its releases are the stored ones grouped by events and scope (see :func:`_grouped_releases`:
     the same ε as the releases one by one, from a few rows however many models the site
-    published), so ``epsilon_if_charged(release)`` is what the site would have spent.
+    published), so ``epsilon_if_charged(release)`` is what the site would have spent.  Its
+    registered chunks are read only when ``release`` names some (they check the labels; ε does
+    not depend on them).
 
     Raises
     ------
@@ -277,7 +279,8 @@ def ledger_for_charging(
         delta=site.delta_budget,
         backend=backend,
         releases=groups,
-        scopes=_scopes(session, site.id),
+        # The registered chunks only check the labels a release names; ε never reads them.
+        scopes={} if release.scope is None else _scopes(session, site.id),
     )
     return ledger, total
 

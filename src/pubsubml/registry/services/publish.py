@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import insert, or_, select
+from sqlalchemy import exists, insert, or_, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
@@ -41,6 +41,7 @@ from pubsubml.errors import (
     ConflictError,
     DataValidationError,
     DigestMismatchError,
+    NotFoundError,
     PermissionDeniedError,
     SignatureError,
 )
@@ -58,7 +59,6 @@ from pubsubml.registry.services.ledger import (
     release_of_card,
 )
 from pubsubml.registry.services.models import get_model, model_public
-from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.store import ArtifactStore, StagedArtifact
 from pubsubml.registry.tables import (
     LedgerEntryRow,
@@ -138,6 +138,22 @@ def _visible_ids(session: Session, names: Sequence[str] | None) -> list[int] | N
     return [found[n] for n in wanted]
 
 
+def _site_and_published(session: Session, name: str, model_id: str) -> tuple[SiteRow, bool]:
+    """The publishing site's row and whether ``model_id`` is published, in one statement (only
+    whether it exists: not the stored card's text).
+
+    Raises
+    ------
+    NotFoundError
+        No such site.
+    """
+    published = exists().where(ModelRow.id == model_id).label("published")
+    row = session.execute(select(SiteRow, published).where(SiteRow.name == name)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"site {name!r} not found")
+    return row[0], bool(row[1])
+
+
 def prepare_publication(
     session: Session,
     principal: Principal,
@@ -185,7 +201,7 @@ def prepare_publication(
             f"site {principal.name!r} may not publish as {card.publisher!r}: a site publishes only "
             "its own models"
         )
-    site = get_site_row(session, principal.name)
+    site, published = _site_and_published(session, principal.name, card.model_id)
     digest = hashlib.sha256(weights).hexdigest()
     if digest != card.weights_sha256:
         raise DigestMismatchError(
@@ -199,9 +215,7 @@ def prepare_publication(
             f"registered key {site.key_id[:16]}…"
         )
     verify_card(card, {site.key_id: public_key_from_base64(site.public_key)})
-    # Only whether it exists: no ORM object, and not the stored card's text.
-    existing = session.execute(select(ModelRow.id).where(ModelRow.id == card.model_id)).first()
-    if existing is not None:
+    if published:
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})
     delta_budget = site.delta_budget

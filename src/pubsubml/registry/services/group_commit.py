@@ -6,9 +6,8 @@ request that finds no commit in progress becomes the *leader*: it takes every pu
 at that moment (at most ``max_group``) and commits them with
 :func:`~pubsubml.registry.services.publish.commit_group` — one transaction, the feed lock taken
 once, the re-checks read once for the group and one insert per table for all its publications;
-one that fails its re-checks is left out alone.  Requests
-arriving meanwhile queue up and are committed by the next leader, the first of them, as soon as
-the current group has committed.  Nothing waits on a timer: a lone publish commits at once, and
+one that fails its re-checks is left out alone.  Requests arriving meanwhile queue up and are
+committed by the next leader, the first of them, as soon as the current group has committed.  Nothing waits on a timer: a lone publish commits at once, and
 under load the groups grow by themselves (the classic leader/follower group commit of database
 logs).  Every request gets its own publication's outcome: published, already published, or its
 error.

@@ -9,10 +9,11 @@ accountant from the card's DP events (a card may not claim less); then the featu
 and a trial charge of the site's ledger (RDP first, PLD when RDP is not enough).
 :func:`commit_publication` then (:func:`commit_group` for several at once: group commit, one
 transaction, one database fsync and one statement per table for concurrent publishes), holding
-the upload lock shared (:mod:`pubsubml.registry.upload_lock`), writes the weights to a temporary file, fsyncs it, renames it into the store under
-a fresh key (fsync of the directory), and in ONE transaction holding the feed lock re-checks
-idempotency and the ledger, inserts the model, its ledger entry, the ``model.published`` event
-and one delivery per matching subscription, and commits.  The file is invisible until that
+the upload lock shared (:mod:`pubsubml.registry.upload_lock`), writes the weights to a temporary
+file, fsyncs it, renames it into the store under a fresh key (fsync of the directory), and in ONE
+transaction holding the feed lock re-checks idempotency and the ledger, inserts the model, its
+ledger entry, the ``model.published`` event and one delivery per matching subscription, and
+commits.  The file is invisible until that
 commit; if anything fails, the transaction is rolled back and the file removed (or collected at
 the next start).
 
@@ -341,10 +342,13 @@ def _insert(
             receivers.append(subscription_id)
             cursors.append(writer.next_position())
             delivered.append(card.model_id)
+    if not models:
+        return
     conn = session.connection()
     conn.execute(insert(ModelRow), models)
     writer.events(events)
-    conn.execute(insert(ModelFeatureRow), features)
+    if features:
+        conn.execute(insert(ModelFeatureRow), features)
     if visibility:
         conn.execute(insert(ModelVisibilityRow), visibility)
     conn.execute(insert(LedgerEntryRow), entries)

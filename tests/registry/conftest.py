@@ -30,7 +30,7 @@ import pytest
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from pubsubml.artifacts import MLPArchitecture, ModelCard, PrivacyRecord
 from pubsubml.artifacts.export import Artifact, make_artifact
@@ -71,6 +71,22 @@ TABLES = [t.name for t in reversed(Base.metadata.sorted_tables)]
 
 
 # ---- backends ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def statements(db: Database, fragment: str = "") -> Iterator[list[str]]:
+    """The SQL statements ``db``'s engine sends while the block runs (those holding ``fragment``)."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if fragment in statement:
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
 def model_row(model_id: str, publisher_id: int, position: int, **columns: Any) -> ModelRow:
     """A :class:`ModelRow` with placeholder columns (safetensors, ε = 1, public, card ``{}``),
     for tests that write models straight into the database; ``columns`` override them."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from pubsubml.errors import ConflictError, PermissionDeniedError, SchemaMismatchError
 from pubsubml.registry.auth import ADMIN, Principal
@@ -18,6 +18,7 @@ from pubsubml.registry.services.features import (
 )
 from pubsubml.registry.tables import EventRow
 from pubsubml.schema import Feature, FeatureSchema
+from registry.conftest import statements
 
 AGE = Feature(name="age", lower=0, upper=100, default=50)
 SEX = Feature(name="sex", kind="categorical", categories=("f", "m"), default="f")
@@ -104,30 +105,15 @@ def test_dictionary_entries_are_read_once_per_engine(db: Database) -> None:
     """Entries are immutable: once read they are checked from memory, and an entry another
     replica adds later is read when a model first uses it."""
     _add(db, [AGE, SEX])
-    reads: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "FROM features" in statement:
-            reads.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
+    narrower = AGE.model_copy(update={"upper": 99.0})
+    bmi = Feature(name="bmi", lower=0, upper=60, default=25)
+    with statements(db, "FROM features") as reads:
         with db.read() as s:
-            check_against_dictionary(
-                s,
-                FeatureSchema(
-                    features=(
-                        AGE,
-                        SEX,
-                    )
-                ),
-            )
+            check_against_dictionary(s, FeatureSchema(features=(AGE, SEX)))
             assert len(reads) == 1
             check_against_dictionary(s, FeatureSchema(features=(AGE,)))
             with pytest.raises(SchemaMismatchError, match="differ"):
-                check_against_dictionary(
-                    s, FeatureSchema(features=(AGE.model_copy(update={"upper": 99}),))
-                )
+                check_against_dictionary(s, FeatureSchema(features=(narrower,)))
             assert len(reads) == 1  # all from memory
         other = Database(str(db.engine.url))  # another replica of the same database
         try:
@@ -135,19 +121,7 @@ def test_dictionary_entries_are_read_once_per_engine(db: Database) -> None:
         finally:
             other.dispose()
         with db.read() as s:
-            check_against_dictionary(
-                s,
-                FeatureSchema(
-                    features=(
-                        AGE,
-                        WBC,
-                    )
-                ),
-            )
+            check_against_dictionary(s, FeatureSchema(features=(AGE, WBC)))
             with pytest.raises(SchemaMismatchError, match="not in the consortium"):
-                check_against_dictionary(
-                    s, FeatureSchema(features=(Feature(name="bmi", lower=0, upper=60, default=25),))
-                )
+                check_against_dictionary(s, FeatureSchema(features=(bmi,)))
         assert len(reads) == 3  # WBC read once, then bmi looked for (and not kept)
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import event
 
 from pubsubml.errors import (
     DuplicateReleaseError,
@@ -33,6 +32,7 @@ from pubsubml.registry.services.ledger import (
     release_of_card,
 )
 from pubsubml.registry.tables import SiteRow
+from registry.conftest import statements
 
 DELTA = 1e-5
 GAUSS = DPEvent(mechanism="gaussian", noise_multiplier=5.0)
@@ -253,19 +253,10 @@ def test_a_charge_reads_the_registered_chunks_only_for_a_scoped_release(db: Data
     site = _site(db)
     _register(db, site, ["jan"])
     _store(db, site, _release("r1", GAUSS, scope=("jan",)))
-    reads: list[str] = []
-
-    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "FROM site_scopes" in statement:
-            reads.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
+    with statements(db, "FROM site_scopes") as reads:
         assert _charge(db, site, _release("r2", GAUSS)) == 1  # the whole data set
         assert reads == []
         assert _charge(db, site, _release("r3", GAUSS, scope=("jan",))) == 1
         assert len(reads) == 1
         with pytest.raises(InvalidPrivacyParameterError, match="not registered"):
             _charge(db, site, _release("r4", GAUSS, scope=("feb",)))
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)

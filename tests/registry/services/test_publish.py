@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select, update
+from sqlalchemy import func, select, update
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
@@ -46,6 +45,7 @@ from pubsubml.registry.services.subscriptions import create_subscription
 from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.tables import EventRow, LedgerEntryRow, ModelRow, SiteRow
 from pubsubml.registry.upload_lock import UploadLock
+from registry.conftest import statements
 
 MAX_BYTES = 1 << 20
 
@@ -317,16 +317,20 @@ def test_publish_model_is_idempotent_and_validates_once(
 
 
 # ---- commit_group ----------------------------------------------------------------------------
+def _subscribe_b(env: Env) -> str:
+    """Site b subscribes to channel ``age``; the subscription's id."""
+    with env.db.write() as s:
+        body = SubscriptionCreate(channel="age", task="classification")
+        return create_subscription(s, env.sites["b"], body).id
+
+
 def _group(env: Env, pubs: list[Publication]) -> list[bool | BaseException]:
     return commit_group(env.db, env.store, env.lock, pubs)
 
 
 def test_a_group_commits_together_and_a_failing_member_rolls_back_alone(both_env: Env) -> None:
     env = both_env
-    with env.db.write() as s:
-        sub = create_subscription(
-            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
-        ).id
+    sub = _subscribe_b(env)
     env.add_site("poor", epsilon=1.0)  # room for one Gaussian release, not two
     arts = [
         env.artifacts("a", seed=401),
@@ -401,32 +405,15 @@ def test_the_same_model_twice_in_one_group_is_published_once(both_env: Env) -> N
         assert count_releases(s, env.sites["a"].site_id) == 1
 
 
-def _statements(db: Database) -> Iterator[list[str]]:
-    """Collect the SQL statements ``db`` sends while the context is open."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
-
-
 def test_a_group_costs_the_same_statements_whatever_its_size(both_env: Env) -> None:
     env = both_env
     for name in ("d", "e", "f"):
         env.add_site(name)
-    with env.db.write() as s:
-        create_subscription(
-            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
-        )
+    _subscribe_b(env)
     counts = []
     for sites, seed in (("ac", 420), ("acdef", 430)):
         pubs = [env.prepare(env.artifacts(x, seed=seed + k), x) for k, x in enumerate(sites)]
-        with contextmanager(_statements)(env.db) as seen:
+        with statements(env.db) as seen:
             assert _group(env, pubs) == [True] * len(sites)  # type: ignore[arg-type]
         counts.append(len(seen))
     # one statement per table for the whole group, not per publication
@@ -435,10 +422,7 @@ def test_a_group_costs_the_same_statements_whatever_its_size(both_env: Env) -> N
 
 def test_a_group_numbers_its_rows_as_one_publish_after_the_other(both_env: Env) -> None:
     env = both_env
-    with env.db.write() as s:
-        sub = create_subscription(
-            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
-        ).id
+    sub = _subscribe_b(env)
     arts = [env.artifacts(x, seed=440 + k) for k, x in enumerate("aca")]
     pubs = [env.prepare(a, a.card.publisher) for a in arts]
     with env.db.read() as s:
@@ -472,10 +456,7 @@ def test_a_failing_group_statement_commits_each_member_alone(
     both_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = both_env
-    with env.db.write() as s:
-        sub = create_subscription(
-            s, env.sites["b"], SubscriptionCreate(channel="age", task="classification")
-        ).id
+    sub = _subscribe_b(env)
     env.add_site("poor", epsilon=1.0)
     arts = [env.artifacts(x, seed=450 + k) for k, x in enumerate(["a", "poor", "poor", "c"])]
     pubs = [env.prepare(a, a.card.publisher) for a in arts]

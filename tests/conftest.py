@@ -9,9 +9,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1" if os.environ.get("PYTEST_XDIST_WOR
 
 import contextlib
 import logging
+import secrets
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -172,3 +179,92 @@ def ray_session() -> Iterator[Any]:
         pytest.skip(f"Ray cannot start on this machine: {exc}")
     yield backend
     backend.__exit__(None, None, None)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A Ray cluster of ``ray start --head`` on loopback with 2 CPUs; yields its address.
+
+    Started as a user would start one (``ray start --head --block``), in the child process of a
+    ``ray``-marked test.  Every port is chosen free here (never Ray's fixed defaults, which a
+    local instance of another test may hold); the node's address is 127.0.0.1 (Ray maps loopback
+    to the machine's address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which also keeps it
+    a one-node cluster); it checks a token of its own, which this process is given as the docs
+    tell a user (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``); its workers import the tests'
+    functions from this process's ``sys.path``, as a real cluster's nodes import installed code.
+    Stopped with SIGTERM, which drains the node and stops its processes (the process group is
+    killed if that takes over 60 s).  Skipped, with the reason, where Ray cannot start.
+    """
+    if os.environ.get(RAY_HERE) != "1":
+        yield ""
+        return
+    token = secrets.token_hex(32)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # read once, when Ray first starts here
+    monkeypatch.setenv("RAY_AUTH_TOKEN", token)
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # for `ray start` and drivers
+    ray = pytest.importorskip("ray")
+    from ray._private import ray_constants
+
+    port = _free_port()
+    agent_ports = [
+        "--dashboard-agent-grpc-port",
+        "--dashboard-agent-listen-port",
+        "--metrics-export-port",
+        "--node-manager-port",
+        "--object-manager-port",
+        "--runtime-env-agent-port",
+    ]
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must stay short
+    command = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--port={port}",
+        "--num-cpus=2",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+        f"--worker-port-list={','.join(str(_free_port()) for _ in range(16))}",
+        *(f"{flag}={_free_port()}" for flag in agent_ports),
+    ]
+    path = [os.path.abspath(p or os.curdir) for p in sys.path]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in path if os.path.isdir(p)),
+    }
+    log = Path(temp) / "ray-start.log"
+    with log.open("wb") as out:
+        head = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if head.poll() is not None:
+                pytest.skip(f"`ray start --head` failed: {log.read_text()[-600:]}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if time.monotonic() > deadline:
+                pytest.skip("`ray start --head` did not answer within 120 s")
+            time.sleep(0.2)
+        # This driver resolves the node's address as the head did, even had Ray been imported.
+        monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+        yield f"127.0.0.1:{port}"
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        head.terminate()
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)

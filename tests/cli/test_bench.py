@@ -135,3 +135,17 @@ def test_executor_ray_writes_the_same_table(tmp_path: Path, ray_session: Any) ->
         tables.append(pd.read_csv(out / "toy.csv"))
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert tables[1]["score"].tolist() == [0, 2, 2, 4]
+
+
+@pytest.mark.ray
+def test_executor_ray_on_a_cluster_address_writes_the_same_table(
+    tmp_path: Path, ray_cluster: str
+) -> None:
+    args = ["toy", "--seeds", "2", "--scale", "2"]
+    tables = []
+    for options in (["--executor", "process"], ["--executor", "ray", "--address", ray_cluster]):
+        out = tmp_path / options[1]
+        result = CliRunner().invoke(_toy_app(), [*args, *options, "--out-dir", str(out)])
+        assert result.exit_code == 0, result.output
+        tables.append(pd.read_csv(out / "toy.csv"))
+    pd.testing.assert_frame_equal(tables[0], tables[1])

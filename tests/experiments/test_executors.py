@@ -98,6 +98,47 @@ def test_ray_runs_the_tasks_elsewhere_like_the_process_pool_and_raises_their_err
             list(failing.submit(refuse, [(x,) for x in range(4)]))
 
 
+def on_node(x: int) -> tuple[int, int, str]:
+    """``x²``, the worker's process id and the address of the Ray node it runs on."""
+    import ray
+
+    return x * x, os.getpid(), ray.util.get_node_ip_address()
+
+
+@pytest.mark.ray
+def test_ray_joins_a_running_cluster_and_leaves_it_running(ray_cluster: str) -> None:
+    import ray
+
+    with make_executor("ray", jobs=1, address=ray_cluster) as pool:
+        assert ray.cluster_resources()["CPU"] == 2  # the cluster's CPUs are used, not jobs
+        results = dict(pool.submit(on_node, [(x,) for x in range(6)]))
+    assert not ray.is_initialized()  # left, not shut down: it is joined again below
+    assert {x: r[0] for x, r in results.items()} == {x: x * x for x in range(6)}
+    assert {r[2] for r in results.values()} == {"127.0.0.1"}
+    assert os.getpid() not in {r[1] for r in results.values()}
+    with (
+        pytest.raises(ValueError, match="task 2 refuses"),
+        make_executor("ray", jobs=1, address=ray_cluster) as pool,
+    ):
+        list(pool.submit(refuse, [(x,) for x in range(4)]))
+    # Without the cluster's token (a process of its own: Ray keeps the token it first read).
+    code = (
+        "from pubsubml.experiments.executors import make_executor\n"
+        f"with make_executor('ray', jobs=1, address={ray_cluster!r}): pass"
+    )
+    refused = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "RAY_AUTH_TOKEN": "0" * 64},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 1
+    error = "pubsubml.errors.ExecutorConnectionError: cannot join the Ray cluster at "
+    (line,) = [x for x in refused.stderr.splitlines() if x.startswith(error)]
+    assert ray_cluster in line and "RAY_AUTH_MODE=token" in line and "RAY_AUTH_TOKEN" in line
+
+
 @pytest.mark.ray
 def test_ray_submits_as_many_tasks_as_cpus_and_never_cancels_one(
     ray_session: RayBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

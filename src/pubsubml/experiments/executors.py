@@ -164,9 +164,10 @@ def _run_in_worker(fn: Callable[..., T], *args: Any) -> T:
 
 
 _AUTH_HINT = (
-    "if the cluster is up, note that a cluster of `ray start` (Ray >= 2.59) checks a token: run "
-    "with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in "
-    "~/.ray/auth_token on the head node's machine)"
+    "if the cluster is up, note that a cluster of `ray start` checks a token when it was started "
+    "with RAY_AUTH_MODE=token or found one in ~/.ray/auth_token (a local Ray instance writes one "
+    "there): run with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or in "
+    "~/.ray/auth_token on this machine)"
 )
 
 

@@ -121,14 +121,15 @@ def test_ray_joins_a_running_cluster_and_leaves_it_running(ray_cluster: str) -> 
         make_executor("ray", jobs=1, address=ray_cluster) as pool,
     ):
         list(pool.submit(refuse, [(x,) for x in range(4)]))
-    # Without the cluster's token (a process of its own: Ray keeps the token it first read).
+    # Without the cluster's token (a process of its own: Ray keeps the token it first read);
+    # three one-second tries to reach the cluster instead of Ray's twenty.
     code = (
         "from pubsubml.experiments.executors import make_executor\n"
         f"with make_executor('ray', jobs=1, address={ray_cluster!r}): pass"
     )
     refused = subprocess.run(
         [sys.executable, "-c", code],
-        env={**os.environ, "RAY_AUTH_TOKEN": "0" * 64},
+        env={**os.environ, "RAY_AUTH_TOKEN": "0" * 64, "RAY_NUM_REDIS_GET_RETRIES": "3"},
         capture_output=True,
         text=True,
         timeout=120,

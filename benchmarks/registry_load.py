@@ -15,6 +15,12 @@ connections (a minimal raw client, so the client costs little of the shared CPU)
   connection decides how the load is shared; feed and health share that split (publishes run on
   their own connections).
 
+The last three columns are CPU milliseconds per request, from /proc before and after each
+measurement: the server's processes (with ``--workers`` N, its N workers too), their validation
+workers, and PostgreSQL's processes. Where the time of a request goes thus shows in every run:
+a publish bound by its server process's interpreter (``server`` near 1,000 / req/s per process)
+reads differently from one waiting on a lock or on the database.
+
 Before measuring, one publish per publisher site for up to 4 sites per server process, 8 at a
 time, warms the server (each validation worker computes ε of the benchmark's DP configuration
 once, 0.2-0.7 s of a core; with ``--history`` every site publishes once).  Request counts and
@@ -221,6 +227,57 @@ async def open_connections(port: int, concurrency: int) -> list[Connection]:
     return [await asyncio.open_connection("127.0.0.1", port) for _ in range(concurrency)]
 
 
+def cpu_seconds(server_pid: int) -> dict[str, float] | None:
+    """CPU seconds (user + system) so far of the server's processes, split by kind, from /proc.
+
+    ``server``: the process started by the benchmark and its uvicorn workers; ``validation``:
+    their validation workers; ``database``: every ``postgres`` process of the machine (the
+    benchmark's server is its only client while it runs).  None where /proc cannot be read.
+    """
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parent: dict[int, int] = {}
+    used: dict[int, tuple[str, float]] = {}
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parent[pid] = int(fields[1])
+        kind = "validation" if b"validation_worker" in cmdline else name
+        used[pid] = (kind, (int(fields[11]) + int(fields[12])) / tick)
+    totals = {"server": 0.0, "validation": 0.0, "database": 0.0}
+    for pid, (kind, seconds) in used.items():
+        if kind == "postgres":
+            totals["database"] += seconds
+            continue
+        ancestor = pid
+        while ancestor not in (server_pid, 0, 1) and ancestor in parent:
+            ancestor = parent[ancestor]
+        if ancestor == server_pid:
+            totals["validation" if kind == "validation" else "server"] += seconds
+    return totals
+
+
+def cpu_per_request(
+    before: dict[str, float] | None, after: dict[str, float] | None, stats: dict[str, float]
+) -> None:
+    """Add each kind's CPU milliseconds per request between two :func:`cpu_seconds` to ``stats``."""
+    for kind in ("server", "validation", "database"):
+        if before is None or after is None or not stats["n"]:
+            stats[f"cpu_{kind}"] = float("nan")
+        else:
+            stats[f"cpu_{kind}"] = 1000 * (after[kind] - before[kind]) / stats["n"]
+
+
 async def run_level(
     port: int,
     concurrency: int,
@@ -277,12 +334,17 @@ async def feed_then_health(
     feed_request: Callable[[], bytes],
     health: bytes,
     seconds: float,
+    server_pid: int,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The feed and then the health check, driven on the same connections."""
     conns = await open_connections(port, concurrency)
     try:
+        start = cpu_seconds(server_pid)
         feed = await run_level(port, concurrency, feed_request, seconds, 50_000, conns)
+        middle = cpu_seconds(server_pid)
         ref = await run_level(port, concurrency, lambda: health, seconds, 50_000, conns)
+        cpu_per_request(start, middle, feed)
+        cpu_per_request(middle, cpu_seconds(server_pid), ref)
     finally:
         for _, writer in conns:
             writer.close()
@@ -360,9 +422,11 @@ def bench_backend(
             budget = 150 * level if level > 1 else 150
             batch = make_artifacts(budget, keys, seed=level)
             requests = iter([publish_request(a, tokens[s]) for s, a in batch])
+            before = cpu_seconds(proc.pid)
             stats = asyncio.run(
                 run_level(port, level, lambda it=requests: next(it, None), seconds, budget)
             )
+            cpu_per_request(before, cpu_seconds(proc.pid), stats)
             total_publishes += int(stats["n"])
             rows.append(("publish", level, stats))
         subs = {}
@@ -386,7 +450,9 @@ def bench_backend(
 
         health = get_request("/v1/health", None)
         for level in levels:
-            feed, ref = asyncio.run(feed_then_health(port, level, feed_request, health, seconds))
+            feed, ref = asyncio.run(
+                feed_then_health(port, level, feed_request, health, seconds, proc.pid)
+            )
             rows.append(("feed", level, feed))
             rows.append(("health", level, ref))
         admin.close()
@@ -488,7 +554,7 @@ def main() -> None:
     print()
     print(
         f"{'backend':<15}{'operation':<10}{'clients':>8}{'requests':>10}{'req/s':>10}{'p50 ms':>9}"
-        f"{'p99 ms':>9}{'errors':>8}{'vs health':>11}"
+        f"{'p99 ms':>9}{'errors':>8}{'vs health':>11}{'server':>8}{'valid.':>8}{'db':>8}"
     )
     for name, rows in results.items():
         ceiling = {lvl: s["rps"] for op, lvl, s in rows if op == "health"}
@@ -496,8 +562,13 @@ def main() -> None:
             ratio = s["rps"] / ceiling[lvl] if ceiling.get(lvl) else float("nan")
             print(
                 f"{name:<15}{op:<10}{lvl:>8}{int(s['n']):>10}{s['rps']:>10.0f}{s['p50']:>9.2f}"
-                f"{s['p99']:>9.2f}{int(s['errors']):>8}{ratio:>11.2f}"
+                f"{s['p99']:>9.2f}{int(s['errors']):>8}{ratio:>11.2f}{s['cpu_server']:>8.2f}"
+                f"{s['cpu_validation']:>8.2f}{s['cpu_database']:>8.2f}"
             )
+    print(
+        "server / valid. / db: CPU milliseconds per request of the server's processes, its "
+        "validation workers and PostgreSQL (/proc)"
+    )
 
 
 if __name__ == "__main__":

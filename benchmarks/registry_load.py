@@ -234,13 +234,13 @@ def cpu_seconds(server_pid: int) -> dict[str, float] | None:
     their validation workers; ``database``: every ``postgres`` process of the machine (the
     benchmark's server is its only client while it runs).  None where /proc cannot be read.
     """
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    parent: dict[int, int] = {}
-    used: dict[int, tuple[str, float]] = {}
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return None
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    used: dict[int, tuple[str, float]] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:

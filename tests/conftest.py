@@ -28,6 +28,7 @@ import torch
 
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
+from pubsubml.methods.proxyfl.peers import free_port
 from pubsubml.schema import FeatureSchema
 
 
@@ -181,12 +182,6 @@ def ray_session() -> Iterator[Any]:
     backend.__exit__(None, None, None)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A Ray cluster of ``ray start --head`` on loopback with 2 CPUs; yields its address.
@@ -211,7 +206,9 @@ def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     ray = pytest.importorskip("ray")
     from ray._private import ray_constants
 
-    port = _free_port()
+    from pubsubml.experiments.executors import driver_pythonpath
+
+    port = free_port()
     agent_ports = [
         "--dashboard-agent-grpc-port",
         "--dashboard-agent-listen-port",
@@ -232,14 +229,10 @@ def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         "--include-dashboard=false",
         "--disable-usage-stats",
         f"--temp-dir={temp}",
-        f"--worker-port-list={','.join(str(_free_port()) for _ in range(16))}",
-        *(f"{flag}={_free_port()}" for flag in agent_ports),
+        f"--worker-port-list={','.join(str(free_port()) for _ in range(16))}",
+        *(f"{flag}={free_port()}" for flag in agent_ports),
     ]
-    path = [os.path.abspath(p or os.curdir) for p in sys.path]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in path if os.path.isdir(p)),
-    }
+    env = {**os.environ, "PYTHONPATH": driver_pythonpath()}  # as a local instance's workers
     log = Path(temp) / "ray-start.log"
     with log.open("wb") as out:
         head = subprocess.Popen(

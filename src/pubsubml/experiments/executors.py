@@ -44,7 +44,14 @@ from urllib.parse import urlsplit
 
 from pubsubml.errors import ExecutorConnectionError
 
-__all__ = ["EXECUTORS", "Executor", "ProcessPoolBackend", "RayBackend", "make_executor"]
+__all__ = [
+    "EXECUTORS",
+    "Executor",
+    "ProcessPoolBackend",
+    "RayBackend",
+    "driver_pythonpath",
+    "make_executor",
+]
 
 T = TypeVar("T")
 
@@ -196,6 +203,16 @@ def _check_answers(address: str, timeout: float = 5.0) -> None:
         ) from None
 
 
+def driver_pythonpath() -> str:
+    """This process's ``sys.path`` as a ``PYTHONPATH`` (absolute folders that exist).
+
+    Ray workers import a task's function by name, as spawned pool workers do: the Ray instance
+    this backend starts gives them this path; a cluster's nodes need the same code installed.
+    """
+    path = [os.path.abspath(p or os.curdir) for p in sys.path]
+    return os.pathsep.join(p for p in path if os.path.isdir(p))
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -247,17 +264,12 @@ class RayBackend:
         if not ray.is_initialized():
             if self.address is None:
                 # The workers import fn by name, like spawned pool workers: give them our path.
-                path = [os.path.abspath(p or os.curdir) for p in sys.path]
                 ray.init(
                     address="local",  # a new instance, even where RAY_ADDRESS or `ray start` is
                     num_cpus=self.jobs,
                     include_dashboard=False,
                     logging_level=logging.WARNING,
-                    runtime_env={
-                        "env_vars": {
-                            "PYTHONPATH": os.pathsep.join(p for p in path if os.path.isdir(p))
-                        }
-                    },
+                    runtime_env={"env_vars": {"PYTHONPATH": driver_pythonpath()}},
                 )
             else:
                 _check_answers(self.address)

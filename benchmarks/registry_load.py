@@ -15,11 +15,14 @@ connections (a minimal raw client, so the client costs little of the shared CPU)
   connection decides how the load is shared; feed and health share that split (publishes run on
   their own connections).
 
-The last three columns are CPU milliseconds per request, from /proc before and after each
+The last columns are CPU milliseconds per request, from /proc before and after each
 measurement: the server's processes (with ``--workers`` N, its N workers too), their validation
-workers, and PostgreSQL's processes. Where the time of a request goes thus shows in every run:
-a publish bound by its server process's interpreter (``server`` near 1,000 / req/s per process)
-reads differently from one waiting on a lock or on the database.
+workers, PostgreSQL's processes, and the load generator itself (``client``, its own process
+time). Where the time of a request goes thus shows in every run: a publish bound by its server
+process's interpreter (``server`` near 1,000 / req/s per process) reads differently from one
+waiting on a lock or on the database.  ``cost ×`` is the sum of the four over the same sum for a
+health check at the same level: the cost of a request as a multiple of a health check's, which
+is the throughput ratio's inverse when the machine's cores are the bound.
 
 Before measuring, one publish per publisher site for up to 4 sites per server process, 8 at a
 time, warms the server (each validation worker computes ε of the benchmark's DP configuration
@@ -310,14 +313,14 @@ async def run_level(
             if status >= 400:
                 errors += 1
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     try:
         await asyncio.gather(*(worker(r, w) for r, w in conns))
     finally:
         if own:
             for _, writer in conns:
                 writer.close()
-    elapsed = time.perf_counter() - t0
+    elapsed, client_cpu = time.perf_counter() - t0, time.process_time() - cpu0
     ms = sorted(x * 1000 for x in latencies)
     return {
         "n": len(ms),
@@ -325,7 +328,14 @@ async def run_level(
         "p50": statistics.median(ms) if ms else float("nan"),
         "p99": ms[min(len(ms) - 1, int(0.99 * len(ms)))] if ms else float("nan"),
         "errors": errors,
+        "cpu_client": 1000 * client_cpu / len(ms) if ms else float("nan"),
     }
+
+
+def cost(stats: dict[str, float]) -> float:
+    """CPU milliseconds a request costs the machine: server, validation, database and client
+    (NaN where /proc could not be read)."""
+    return sum(stats[f"cpu_{kind}"] for kind in ("server", "validation", "database", "client"))
 
 
 async def feed_then_health(
@@ -555,19 +565,24 @@ def main() -> None:
     print(
         f"{'backend':<15}{'operation':<10}{'clients':>8}{'requests':>10}{'req/s':>10}{'p50 ms':>9}"
         f"{'p99 ms':>9}{'errors':>8}{'vs health':>11}{'server':>8}{'valid.':>8}{'db':>8}"
+        f"{'client':>8}{'cost ×':>8}"
     )
     for name, rows in results.items():
         ceiling = {lvl: s["rps"] for op, lvl, s in rows if op == "health"}
+        unit = {lvl: cost(s) for op, lvl, s in rows if op == "health"}
         for op, lvl, s in rows:
             ratio = s["rps"] / ceiling[lvl] if ceiling.get(lvl) else float("nan")
+            times = cost(s) / unit[lvl] if unit.get(lvl) else float("nan")
             print(
                 f"{name:<15}{op:<10}{lvl:>8}{int(s['n']):>10}{s['rps']:>10.0f}{s['p50']:>9.2f}"
                 f"{s['p99']:>9.2f}{int(s['errors']):>8}{ratio:>11.2f}{s['cpu_server']:>8.2f}"
-                f"{s['cpu_validation']:>8.2f}{s['cpu_database']:>8.2f}"
+                f"{s['cpu_validation']:>8.2f}{s['cpu_database']:>8.2f}{s['cpu_client']:>8.2f}"
+                f"{times:>8.2f}"
             )
     print(
-        "server / valid. / db: CPU milliseconds per request of the server's processes, its "
-        "validation workers and PostgreSQL (/proc)"
+        "server / valid. / db / client: CPU milliseconds per request of the server's processes, "
+        "its validation workers, PostgreSQL (/proc) and the load generator; cost ×: their sum "
+        "over a health check's"
     )
 
 

@@ -6,9 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from fastapi.routing import APIRoute
 from sqlalchemy import text
 
-from pubsubml.registry.api.deps import get_principal, get_settings
+from pubsubml.registry.api.deps import (
+    BEARER_SECURITY,
+    Caller,
+    get_caller,
+    get_principal,
+    get_settings,
+)
+from pubsubml.registry.api.routes.subscriptions import router
 from pubsubml.registry.auth import Principal, hash_token
 
 
@@ -74,3 +82,39 @@ def test_publisher_check_cursor_bounds_and_overrides(registry_factory: Any) -> N
     beyond = client.get("/v1/events", params={"after": largest + 1}, headers=reg.admin)
     assert (beyond.status_code, beyond.json()["error"]) == (422, "validation_error")
     assert client.get("/v1/whoami", headers=token).status_code == 401  # overrides are gone
+
+
+def test_the_feed_poll_resolves_its_caller_as_one_dependency(registry: Any) -> None:
+    reg = registry
+    sub = reg.subscribe("b", "age")
+    app, client = reg.client.app, reg.client
+    url = f"/v1/subscriptions/{sub}/models"
+    poll = next(
+        r
+        for r in router.routes
+        if isinstance(r, APIRoute) and r.path == "/subscriptions/{subscription_id}/models"
+    )
+
+    assert [d.call for d in poll.dependant.dependencies] == [get_caller]
+    spec = client.get("/openapi.json").json()["paths"]
+    listed = spec["/v1/subscriptions"]["get"]["security"]  # a route that depends on get_principal
+    assert spec["/v1/subscriptions/{subscription_id}/models"]["get"]["security"] == listed
+    assert listed == BEARER_SECURITY["security"]
+
+    assert client.get(url, headers=reg.auth("b")).json() == {"items": [], "next_cursor": 0}
+    for headers in ({}, {"Authorization": "Basic eDp5"}, {"Authorization": "Bearer psm_x"}):
+        # refused as every route refuses, and before its parameters are checked
+        r = client.get(url, params={"limit": 0}, headers=headers)
+        assert (r.status_code, r.json()["error"]) == (401, "unauthenticated"), headers
+    assert client.get(url, headers=reg.auth("c")).status_code == 404  # not c's subscription
+
+    state = app.state.registry
+    try:  # replaced as the other dependencies are
+        app.dependency_overrides[get_caller] = lambda: Caller(
+            state,
+            Principal("site", 99, "b", "both"),  # type: ignore[arg-type]
+        )
+        r = client.get(url, headers={"Authorization": "Bearer any"})
+        assert (r.status_code, r.json()["error"]) == (404, "not_found")  # site 99 owns nothing
+    finally:
+        app.dependency_overrides.clear()

@@ -22,7 +22,9 @@ from starlette.concurrency import run_in_threadpool
 
 from pubsubml.errors import DataValidationError
 from pubsubml.registry.api.deps import (
+    BEARER_SECURITY,
     MAX_CURSOR,
+    CallerDep,
     Cursor,
     DatabaseDep,
     NotifierDep,
@@ -134,18 +136,20 @@ def get_subscription(
     "/{subscription_id}/models",
     response_class=Response,
     responses={200: {"model": FeedPage, "description": "Feed items after the cursor."}},
+    openapi_extra=BEARER_SECURITY,
 )
 async def poll(
     subscription_id: str,
-    principal: PrincipalDep,
-    state: StateDep,
+    caller: CallerDep,
     after: Cursor = 0,
     timeout: Annotated[float, Query(ge=0)] = 0.0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
     """Items with cursor > ``after``, oldest first; waits up to ``timeout`` s when there are none."""
-    # The notifier and settings come from the state rather than as dependencies of their own:
-    # resolving each dependency costs this hottest route a share of its time.
+    # One dependency (the state and the caller together) rather than one each for the state,
+    # the bearer scheme, the principal, the notifier and the settings: resolving each costs this
+    # hottest route a share of its time (pubsubml.registry.api.deps).
+    state, principal = caller.state, caller.principal
     notifier, settings = state.notifier, state.settings
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(timeout, settings.long_poll_max_seconds)

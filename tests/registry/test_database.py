@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import delete, insert, select, text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from pubsubml.registry.database import Database, lock_feed_clock
+from pubsubml.registry.database import Database, lock_feed_clock, store_feed_clock
 from pubsubml.registry.tables import FeatureRow, FeedClockRow, ModelVisibilityRow
 from registry.conftest import terminate_backend
 
@@ -118,13 +118,17 @@ def test_a_write_holds_the_write_lock_from_its_first_statement(db: Database, pat
         assert _try_write_lock(path)  # readers never block the writer
 
 
-def test_lock_feed_clock_returns_the_clock(db: Database) -> None:
+def test_lock_feed_clock_returns_the_position_store_feed_clock_sets_it(db: Database) -> None:
     with db.write() as s:
-        clock = lock_feed_clock(s)
-        assert (clock.id, clock.position) == (1, 0)
-        clock.position = 41
+        assert lock_feed_clock(s) == 0
+        store_feed_clock(s, 41)
     with db.write() as s:
-        assert lock_feed_clock(s).position == 41
+        assert lock_feed_clock(s) == 41
+    with pytest.raises(RuntimeError, match="undone"), db.write() as s:
+        store_feed_clock(s, 50)
+        raise RuntimeError("undone")  # rolled back with its transaction
+    with db.read() as s:
+        assert s.execute(select(FeedClockRow.position)).scalar_one() == 41
 
 
 def test_lock_feed_clock_refuses_an_unmigrated_clock(db: Database) -> None:
@@ -155,13 +159,13 @@ def test_feed_writers_wait_for_each_other(clocked: Database) -> None:
 
     def first() -> None:
         with db.write() as s:
-            lock_feed_clock(s).position += 5
+            store_feed_clock(s, lock_feed_clock(s) + 5)
             holding.set()
             release.wait(30)
 
     def second() -> None:
         with db.write() as s:
-            seen.append(lock_feed_clock(s).position)
+            seen.append(lock_feed_clock(s))
 
     try:
         one = threading.Thread(target=first)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, bindparam, create_engine, event, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
@@ -21,7 +21,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from pubsubml.registry.tables import FeedClockRow
 
-__all__ = ["Database", "lock_feed_clock"]
+__all__ = ["Database", "lock_feed_clock", "store_feed_clock"]
 
 _WRITE_OPTION = "pubsubml_write"
 T = TypeVar("T")
@@ -144,20 +144,29 @@ class Database:
             self._statement_engine.dispose()
 
 
-def lock_feed_clock(session: Session) -> FeedClockRow:
-    """Take the feed lock of the current write transaction and return the clock row.
+_LOCK_FEED_CLOCK = select(FeedClockRow.position).where(FeedClockRow.id == 1).with_for_update()
+_STORE_FEED_CLOCK = (
+    update(FeedClockRow).where(FeedClockRow.id == 1).values(position=bindparam("new_position"))
+)
+
+
+def lock_feed_clock(session: Session) -> int:
+    """Take the feed lock of the current write transaction and return the clock's position (the
+    last feed position handed out).
 
     The lock is held until commit, so feed positions taken from the clock are committed in
     increasing order and a reader that has seen position ``n`` never later finds a new row at a
     position ≤ ``n``.  On SQLite the ``BEGIN IMMEDIATE`` write lock already serializes writers
-    (``FOR UPDATE`` is not rendered there).
+    (``FOR UPDATE`` is not rendered there).  One Core statement, no ORM object: the clock is
+    read and stored (:func:`store_feed_clock`) once per write transaction of the feed.
     """
-    row = session.execute(
-        select(FeedClockRow)
-        .where(FeedClockRow.id == 1)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).scalar_one_or_none()
-    if row is None:  # pragma: no cover - the initial migration inserts it
+    position = session.connection().execute(_LOCK_FEED_CLOCK).scalar_one_or_none()
+    if position is None:  # pragma: no cover - the initial migration inserts it
         raise RuntimeError("feed_clock row is missing: the database was not migrated")
-    return row
+    return int(position)
+
+
+def store_feed_clock(session: Session, position: int) -> None:
+    """Set the clock to ``position`` in a transaction that holds the feed lock
+    (:func:`lock_feed_clock`)."""
+    session.connection().execute(_STORE_FEED_CLOCK, {"new_position": position})

@@ -52,7 +52,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.database import lock_feed_clock
+from pubsubml.registry.database import lock_feed_clock, store_feed_clock
 from pubsubml.registry.services.loop_calls import call_on_loop
 from pubsubml.registry.services.wakeups import notify_commit
 from pubsubml.registry.tables import (
@@ -108,6 +108,8 @@ _DELIVER_UNNEST = text(
     "CAST(:subs AS varchar[]), CAST(:cursors AS bigint[]), CAST(:models AS varchar[])) AS t(s, c, m)"
 )
 """Many deliveries in one PostgreSQL statement with three arrays (:meth:`FeedWriter.deliver_at`)."""
+_INSERT_EVENTS = insert(EventRow)
+_INSERT_DELIVERIES = insert(DeliveryRow)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -202,8 +204,7 @@ class FeedWriter:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._clock = lock_feed_clock(session)
-        self.position = int(self._clock.position)
+        self.position = lock_feed_clock(session)
         self._start = self.position
 
     def next_position(self) -> int:
@@ -235,7 +236,7 @@ class FeedWriter:
             return
         self.session.flush()
         conn = self.session.connection()
-        conn.execute(insert(EventRow), rows[0] if len(rows) == 1 else list(rows))
+        conn.execute(_INSERT_EVENTS, rows[0] if len(rows) == 1 else list(rows))
 
     def mark(self) -> int:
         """The last position handed out, to :meth:`rewind` to after a rolled-back savepoint."""
@@ -284,7 +285,7 @@ class FeedWriter:
             )
         else:
             conn.execute(
-                insert(DeliveryRow),
+                _INSERT_DELIVERIES,
                 [
                     {"subscription_id": s, "cursor": c, "model_id": m}
                     for s, c, m in zip(subscription_ids, cursors, model_ids, strict=True)
@@ -295,9 +296,9 @@ class FeedWriter:
         """Store the clock (call once, after the last append, before the commit); on PostgreSQL,
         queue the notification that wakes the other replicas' readers at commit
         (:mod:`~pubsubml.registry.services.wakeups`)."""
-        self._clock.position = self.position
         self.session.flush()
         if self.position != self._start:
+            store_feed_clock(self.session, self.position)
             notify_commit(self.session, self.position)
 
 

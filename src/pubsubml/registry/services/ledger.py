@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import case, func, select
+from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
@@ -129,17 +129,20 @@ def count_releases(session: Session, site_id: int) -> int:
     return int(session.execute(stmt).scalar_one())
 
 
+_RELEASE_COUNTS = (
+    select(LedgerEntryRow.site_id, func.count())
+    .where(LedgerEntryRow.site_id.in_(bindparam("site_ids", expanding=True)))
+    .group_by(LedgerEntryRow.site_id)
+)
+
+
 def release_counts(session: Session, site_ids: Iterable[int]) -> dict[int, int]:
     """Number of releases charged to each of ``site_ids``, in one statement (0 for none)."""
     wanted = sorted(set(site_ids))
     counts = dict.fromkeys(wanted, 0)
     if wanted:
-        stmt = (
-            select(LedgerEntryRow.site_id, func.count())
-            .where(LedgerEntryRow.site_id.in_(wanted))
-            .group_by(LedgerEntryRow.site_id)
-        )
-        counts.update({int(s): int(n) for s, n in session.connection().execute(stmt)})
+        rows = session.connection().execute(_RELEASE_COUNTS, {"site_ids": wanted})
+        counts.update({int(s): int(n) for s, n in rows})
     return counts
 
 
@@ -208,6 +211,19 @@ def list_scopes(session: Session, principal: Principal, site_name: str) -> Scope
     return _scope_list(session, site, [])
 
 
+_GROUPED_RELEASES = (
+    select(
+        LedgerEntryRow.events_json,
+        LedgerEntryRow.scope_json,
+        func.count(),
+        func.sum(case((LedgerEntryRow.release_id == bindparam("release_id"), 1), else_=0)),
+    )
+    .where(LedgerEntryRow.site_id == bindparam("site_id"))
+    .group_by(LedgerEntryRow.events_json, LedgerEntryRow.scope_json)
+    .order_by(func.min(LedgerEntryRow.id))
+)
+
+
 def _grouped_releases(
     session: Session, site_id: int, release_id: str
 ) -> tuple[list[Release], int, bool]:
@@ -221,21 +237,12 @@ def _grouped_releases(
     the order, that the releases one by one give: the same ε, to the last digit.  The database
     does the grouping, so a site's thousands of releases cost a few rows here.
     """
-    first = func.min(LedgerEntryRow.id)
-    stmt = (
-        select(
-            LedgerEntryRow.events_json,
-            LedgerEntryRow.scope_json,
-            func.count(),
-            func.sum(case((LedgerEntryRow.release_id == release_id, 1), else_=0)),
-        )
-        .where(LedgerEntryRow.site_id == site_id)
-        .group_by(LedgerEntryRow.events_json, LedgerEntryRow.scope_json)
-        .order_by(first)
-    )
     session.flush()  # rows of this transaction's earlier savepoints count too
     groups, total, seen = [], 0, False
-    for i, (events_json, scope_json, n, same_id) in enumerate(session.connection().execute(stmt)):
+    rows = session.connection().execute(
+        _GROUPED_RELEASES, {"site_id": site_id, "release_id": release_id}
+    )
+    for i, (events_json, scope_json, n, same_id) in enumerate(rows):
         events = _events(events_json)
         if n > 1:
             events = tuple(e.model_copy(update={"count": e.count * n}) for e in events)

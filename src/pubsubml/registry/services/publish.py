@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import exists, insert, or_, select
+from sqlalchemy import bindparam, exists, insert, or_, select
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
@@ -139,6 +139,34 @@ def _visible_ids(session: Session, names: Sequence[str] | None) -> list[int] | N
     return [found[n] for n in wanted]
 
 
+# The publish path's statements are built once, with bound parameters: building a statement and
+# its cache key at every call cost a publish more than running it (docs/registry.md).
+_SITE_AND_PUBLISHED = select(
+    SiteRow, exists().where(ModelRow.id == bindparam("model_id")).label("published")
+).where(SiteRow.name == bindparam("name"))
+_SUBSCRIPTIONS_OF_TASKS = (
+    select(
+        SubscriptionRow.id,
+        SubscriptionRow.site_id,
+        SubscriptionRow.channel,
+        SubscriptionRow.task,
+        SubscriptionRow.classes_json,
+    )
+    .where(SubscriptionRow.task.in_(bindparam("tasks", expanding=True)))
+    .order_by(SubscriptionRow.id)
+)
+_TAKEN = select(ModelRow.id, ModelRow.weights_sha256).where(
+    or_(
+        ModelRow.id.in_(bindparam("ids", expanding=True)),
+        ModelRow.weights_sha256.in_(bindparam("digests", expanding=True)),
+    )
+)
+_INSERT_MODELS = insert(ModelRow)
+_INSERT_FEATURES = insert(ModelFeatureRow)
+_INSERT_VISIBILITY = insert(ModelVisibilityRow)
+_INSERT_LEDGER = insert(LedgerEntryRow)
+
+
 def _site_and_published(session: Session, name: str, model_id: str) -> tuple[SiteRow, bool]:
     """The publishing site's row and whether ``model_id`` is published, in one statement (only
     whether it exists: not the stored card's text).
@@ -148,8 +176,7 @@ def _site_and_published(session: Session, name: str, model_id: str) -> tuple[Sit
     NotFoundError
         No such site.
     """
-    published = exists().where(ModelRow.id == model_id).label("published")
-    row = session.execute(select(SiteRow, published).where(SiteRow.name == name)).one_or_none()
+    row = session.execute(_SITE_AND_PUBLISHED, {"name": name, "model_id": model_id}).one_or_none()
     if row is None:
         raise NotFoundError(f"site {name!r} not found")
     return row[0], bool(row[1])
@@ -247,17 +274,7 @@ def prepare_publication(
 def _subscriptions(session: Session, tasks: Iterable[str]) -> list[SubscriptionMatch]:
     """The subscriptions to models of ``tasks``, in id order, read as plain columns (a model
     matched against thousands of subscriptions costs no ORM object per subscription)."""
-    rows = session.connection().execute(
-        select(
-            SubscriptionRow.id,
-            SubscriptionRow.site_id,
-            SubscriptionRow.channel,
-            SubscriptionRow.task,
-            SubscriptionRow.classes_json,
-        )
-        .where(SubscriptionRow.task.in_(sorted(set(tasks))))
-        .order_by(SubscriptionRow.id)
-    )
+    rows = session.connection().execute(_SUBSCRIPTIONS_OF_TASKS, {"tasks": sorted(set(tasks))})
     return [SubscriptionMatch.from_columns(*row) for row in rows]
 
 
@@ -345,13 +362,13 @@ def _insert(
     if not models:
         return
     conn = session.connection()
-    conn.execute(insert(ModelRow), models)
+    conn.execute(_INSERT_MODELS, models)
     writer.events(events)
     if features:
-        conn.execute(insert(ModelFeatureRow), features)
+        conn.execute(_INSERT_FEATURES, features)
     if visibility:
-        conn.execute(insert(ModelVisibilityRow), visibility)
-    conn.execute(insert(LedgerEntryRow), entries)
+        conn.execute(_INSERT_VISIBILITY, visibility)
+    conn.execute(_INSERT_LEDGER, entries)
     writer.deliver_at(receivers, cursors, delivered)
 
 
@@ -439,11 +456,7 @@ def _commit_together(
     """
     card_ids = [p.card.model_id for p in pubs]
     digests = [p.card.weights_sha256 for p in pubs]
-    rows = session.connection().execute(
-        select(ModelRow.id, ModelRow.weights_sha256).where(
-            or_(ModelRow.id.in_(card_ids), ModelRow.weights_sha256.in_(digests))
-        )
-    )
+    rows = session.connection().execute(_TAKEN, {"ids": card_ids, "digests": digests})
     taken_ids: set[str] = set()
     taken_digests: set[str] = set()
     for model_id, digest in rows:

@@ -40,6 +40,7 @@ FEED_CHANNEL = "pubsubml_feed"
 """The notification channel of feed commits."""
 
 _log = logging.getLogger(__name__)
+_NOTIFY = text("SELECT pg_notify(:channel, current_schema() || ':' || :position)")
 
 
 def notify_commit(session: Session, position: int) -> None:
@@ -49,10 +50,7 @@ def notify_commit(session: Session, position: int) -> None:
     """
     if session.get_bind().dialect.name != "postgresql":
         return
-    session.execute(
-        text("SELECT pg_notify(:channel, current_schema() || ':' || :position)"),
-        {"channel": FEED_CHANNEL, "position": str(int(position))},
-    )
+    session.connection().execute(_NOTIFY, {"channel": FEED_CHANNEL, "position": str(int(position))})
 
 
 def postgres_conninfo(database_url: str) -> str:

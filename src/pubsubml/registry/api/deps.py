@@ -187,7 +187,7 @@ async def get_caller(request: Request) -> Caller:
     The same answer as ``StateDep`` and ``PrincipalDep`` together, for a route on which
     resolving them as three dependencies is a measurable share of the request (module docstring).
     """
-    state: RegistryState = request.app.state.registry
+    state = await get_state(request)
     return Caller(state, await get_principal(state, await _bearer(request)))
 
 

@@ -35,6 +35,7 @@ RANK: dict[str, float] = {
     "privacy": 1,
     "schema": 0,
     "errors": 0,
+    "lazy": 0,  # the package faces' lazy loading: imports nothing of the package
 }
 
 

@@ -9,22 +9,31 @@ safety checks (pubsub-ml.txt §3.2, §4).
 
 from __future__ import annotations
 
-from pubsubml.artifacts.card import MLPArchitecture, ModelCard, derive_model_id
-from pubsubml.artifacts.export import Artifact, export_model, load_artifact, make_artifact
-from pubsubml.artifacts.privacy_record import PrivacyRecord, account_epsilon, check_privacy_record
-from pubsubml.artifacts.published import PublishedModel, predict_many
-from pubsubml.artifacts.signing import (
-    generate_signing_key,
-    key_id,
-    load_private_key,
-    public_key_from_base64,
-    public_key_from_bytes,
-    public_key_to_base64,
-    public_key_to_bytes,
-    save_private_key,
-    sign_card,
-    verify_card,
-)
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.artifacts.card import MLPArchitecture, ModelCard, derive_model_id
+    from pubsubml.artifacts.export import Artifact, export_model, load_artifact, make_artifact
+    from pubsubml.artifacts.privacy_record import (
+        PrivacyRecord,
+        account_epsilon,
+        check_privacy_record,
+    )
+    from pubsubml.artifacts.published import PublishedModel, predict_many
+    from pubsubml.artifacts.signing import (
+        generate_signing_key,
+        key_id,
+        load_private_key,
+        public_key_from_base64,
+        public_key_from_bytes,
+        public_key_to_base64,
+        public_key_to_bytes,
+        save_private_key,
+        sign_card,
+        verify_card,
+    )
 
 __all__ = [
     "Artifact",
@@ -50,3 +59,5 @@ __all__ = [
     "sign_card",
     "verify_card",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

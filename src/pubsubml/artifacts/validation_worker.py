@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     _limit_memory(args.memory_bytes)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
-    import pubsubml.artifacts.validation  # noqa: F401  (imported once, before any request)
+    # Imported once, before any request and its CPU-time limit: the checks, the codecs, and the
+    # accountants that recompute ε (dp-accounting, which the privacy record loads on first use).
+    import pubsubml.artifacts.validation
+    import pubsubml.privacy.accountant  # noqa: F401
 
     while True:
         header = read_frame(stdin, _MAX_HEADER_FRAME)

@@ -17,11 +17,18 @@
 can and cannot show.
 """
 
-from pubsubml.audit.async_dp import audit_async_dp
-from pubsubml.audit.bounds import many_run_epsilon_lower_bound, one_run_epsilon_lower_bound
-from pubsubml.audit.catalog import AUDITS, run_audit
-from pubsubml.audit.dpsgd import audit_dpsgd
-from pubsubml.audit.result import AuditResult
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.audit.async_dp import audit_async_dp
+    from pubsubml.audit.bounds import many_run_epsilon_lower_bound, one_run_epsilon_lower_bound
+    from pubsubml.audit.catalog import AUDITS, run_audit
+    from pubsubml.audit.dpsgd import audit_dpsgd
+    from pubsubml.audit.result import AuditResult
 
 __all__ = [
     "AUDITS",
@@ -32,3 +39,5 @@ __all__ = [
     "one_run_epsilon_lower_bound",
     "run_audit",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -12,34 +12,39 @@ Nothing is downloaded at run time.
 
 from __future__ import annotations
 
-from pubsubml.data.catalog import LOADERS, load
-from pubsubml.data.dataset import Dataset, UnknownDatasetError
-from pubsubml.data.partition import (
-    dirichlet_label_skew,
-    donor_split,
-    feature_split,
-    iid,
-    label_share,
-    noisy_labels,
-    population_split,
-    quantity_skew,
-)
-from pubsubml.data.synthetic import (
-    MNIST1D_BOUND,
-    hyperplane,
-    hyperplane_chunks,
-    hyperplane_schema,
-    load_mnist1d,
-    make_mnist1d,
-)
-from pubsubml.data.tabular import (
-    SKLEARN_NAMES,
-    load_diamonds,
-    load_flchain,
-    load_hi,
-    load_shuttle,
-    load_sklearn,
-)
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.data.catalog import LOADERS, load
+    from pubsubml.data.dataset import Dataset, UnknownDatasetError
+    from pubsubml.data.partition import (
+        dirichlet_label_skew,
+        donor_split,
+        feature_split,
+        iid,
+        label_share,
+        noisy_labels,
+        population_split,
+        quantity_skew,
+    )
+    from pubsubml.data.synthetic import (
+        MNIST1D_BOUND,
+        hyperplane,
+        hyperplane_chunks,
+        hyperplane_schema,
+        load_mnist1d,
+        make_mnist1d,
+    )
+    from pubsubml.data.tabular import (
+        SKLEARN_NAMES,
+        load_diamonds,
+        load_flchain,
+        load_hi,
+        load_shuttle,
+        load_sklearn,
+    )
 
 __all__ = [
     "LOADERS",
@@ -67,3 +72,5 @@ __all__ = [
     "population_split",
     "quantity_skew",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -12,24 +12,33 @@ type).
 
 from __future__ import annotations
 
-from pubsubml.learners.base import SchemaInputMixin, check_labels, check_regression_targets
-from pubsubml.learners.diffprivlib_models import DiffprivlibClassifier, to_sklearn_base
-from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS, DPSGDDefaults, dp_sgd_defaults
-from pubsubml.learners.dpsgd_linear import DPSGDLinearRegression, DPSGDLogisticRegression
-from pubsubml.learners.forest import DPRandomForestClassifier
-from pubsubml.learners.local import LocalModel, PrivacyGuarantee, as_learner, privacy_guarantee
-from pubsubml.learners.logistic import DPLogisticRegression
-from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
-from pubsubml.learners.naive_bayes import DPGaussianNB
-from pubsubml.learners.registry import (
-    LearnerSpec,
-    available_learners,
-    create_learner,
-    get_learner_spec,
-    register_learner,
-    unregister_learner,
-)
-from pubsubml.learners.selection import PrivateHyperparameterSearch, select_hyperparameters
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.learners.base import SchemaInputMixin, check_labels, check_regression_targets
+    from pubsubml.learners.diffprivlib_models import DiffprivlibClassifier, to_sklearn_base
+    from pubsubml.learners.dpsgd_defaults import (
+        TABLE4_HYPERPARAMETERS,
+        DPSGDDefaults,
+        dp_sgd_defaults,
+    )
+    from pubsubml.learners.dpsgd_linear import DPSGDLinearRegression, DPSGDLogisticRegression
+    from pubsubml.learners.forest import DPRandomForestClassifier
+    from pubsubml.learners.local import LocalModel, PrivacyGuarantee, as_learner, privacy_guarantee
+    from pubsubml.learners.logistic import DPLogisticRegression
+    from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
+    from pubsubml.learners.naive_bayes import DPGaussianNB
+    from pubsubml.learners.registry import (
+        LearnerSpec,
+        available_learners,
+        create_learner,
+        get_learner_spec,
+        register_learner,
+        unregister_learner,
+    )
+    from pubsubml.learners.selection import PrivateHyperparameterSearch, select_hyperparameters
 
 __all__ = [
     "TABLE4_HYPERPARAMETERS",
@@ -61,3 +70,5 @@ __all__ = [
     "to_sklearn_base",
     "unregister_learner",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -15,6 +15,7 @@ name.  At prediction, extra columns are ignored, as a published model ignores th
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
 from pubsubml.schema import FeatureSchema
 
-__all__ = ["SchemaInputMixin", "check_labels", "check_regression_targets"]
+__all__ = ["SchemaInputMixin", "check_labels", "check_regression_targets", "check_target_bounds"]
 
 
 class SchemaInputMixin:
@@ -218,3 +219,27 @@ def _column_or_1d(y: Any, error: type[DataValidationError]) -> np.ndarray:
     if y_arr.ndim != 1:
         raise error(f"y should be a 1d array, got an array of shape {y_arr.shape} instead")
     return y_arr
+
+
+def check_target_bounds(bounds: Sequence[float] | None) -> tuple[float, float] | None:
+    """Validate public target bounds ``(lower, upper)``; ``None`` passes through.
+
+    Raises
+    ------
+    ValueError
+        Not two finite numbers with ``lower < upper``.
+
+    Examples
+    --------
+    >>> check_target_bounds((0, 30))
+    (0.0, 30.0)
+    """
+    if bounds is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"target_bounds must be (lower, upper), got {bounds!r}") from exc
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"target_bounds must be finite with lower < upper, got {bounds!r}")
+    return lo, hi

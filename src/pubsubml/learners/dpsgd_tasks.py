@@ -16,7 +16,6 @@ Housing Market regression), §8.3.2 (regression).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,34 +25,10 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import type_of_target
 
 from pubsubml.errors import LabelError
-from pubsubml.learners.base import check_labels, check_regression_targets
+from pubsubml.learners.base import check_labels, check_regression_targets, check_target_bounds
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 
 __all__ = ["check_target_bounds", "fold_target_bounds", "scale_targets", "unfold_target_bounds"]
-
-
-def check_target_bounds(bounds: Sequence[float] | None) -> tuple[float, float] | None:
-    """Validate public target bounds ``(lower, upper)``; ``None`` passes through.
-
-    Raises
-    ------
-    ValueError
-        Not two finite numbers with ``lower < upper``.
-
-    Examples
-    --------
-    >>> check_target_bounds((0, 30))
-    (0.0, 30.0)
-    """
-    if bounds is None:
-        return None
-    try:
-        lo, hi = (float(v) for v in bounds)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"target_bounds must be (lower, upper), got {bounds!r}") from exc
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"target_bounds must be finite with lower < upper, got {bounds!r}")
-    return lo, hi
 
 
 def scale_targets(t: np.ndarray, bounds: tuple[float, float] | None) -> np.ndarray:

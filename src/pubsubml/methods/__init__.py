@@ -8,14 +8,15 @@
 * :mod:`~pubsubml.methods.async_dp`: the asynchronous DP learner.
 
 Methods talk to a :class:`~pubsubml.hub.Hub` only (DESIGN.md, "Simulation and deployment share
-method code").  Names are imported lazily (PEP 562): peer processes that need one method do not
+method code").  Names are imported lazily (:mod:`pubsubml.lazy`): peer processes that need one method do not
 pay for importing all of them.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
 
 if TYPE_CHECKING:
     from pubsubml.methods.federated import (
@@ -74,40 +75,4 @@ __all__ = [
     "vertical_partition",
 ]
 
-_HOME = {
-    "ContributionReport": "pubsub.contributions",
-    "contribution_graph": "pubsub.contributions",
-    "contribution_scores": "pubsub.contributions",
-    "rank_publishers": "pubsub.contributions",
-    "DPFedAdam": "federated",
-    "DPFedAvg": "federated",
-    "DPFedProx": "federated",
-    "FederatedMLP": "federated",
-    "fine_tune": "federated",
-    "min_epsilon": "federated",
-    "published_runner": "pubsub.outputs",
-    "OwnLearner": "pubsub.own",
-    "StackedFusion": "pubsub.fusion",
-    "Customizer": "pubsub.customizer",
-    "StackingPersonalizer": "stacking",
-    "hybrid_partition": "stacking",
-    "release_dp_defaults": "stacking",
-    "vertical_partition": "stacking",
-    "StreamPublisher": "pubsub.streams",
-    "StreamSubscriber": "pubsub.streams",
-    "hyperplane_chunks": "pubsub.streams",
-    "hyperplane_schema": "pubsub.streams",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'pubsubml.methods' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"pubsubml.methods.{home}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -9,23 +9,28 @@ across disjoint chunks (pubsub-ml.txt §3.1 Theorem 1, §6.2 Theorems 5–6).
 
 from __future__ import annotations
 
-from pubsubml.privacy.accountant import (
-    DEFAULT_DELTA,
-    PLDPrivacyAccountant,
-    PrivacyAccountant,
-    RDPPrivacyAccountant,
-    check_delta,
-    check_epsilon,
-    compute_epsilon,
-    create_accountant,
-    pld_discretization_interval,
-    register_accountant,
-)
-from pubsubml.privacy.calibration import calibrate_noise
-from pubsubml.privacy.events import DPEvent, Mechanism
-from pubsubml.privacy.ledger import PrivacyLedger, Release
-from pubsubml.privacy.mechanisms import clip_by_l2_norm, gaussian_mechanism, laplace_mechanism
-from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.privacy.accountant import (
+        DEFAULT_DELTA,
+        PLDPrivacyAccountant,
+        PrivacyAccountant,
+        RDPPrivacyAccountant,
+        check_delta,
+        check_epsilon,
+        compute_epsilon,
+        create_accountant,
+        pld_discretization_interval,
+        register_accountant,
+    )
+    from pubsubml.privacy.calibration import calibrate_noise
+    from pubsubml.privacy.events import DPEvent, Mechanism
+    from pubsubml.privacy.ledger import PrivacyLedger, Release
+    from pubsubml.privacy.mechanisms import clip_by_l2_norm, gaussian_mechanism, laplace_mechanism
+    from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -49,3 +54,5 @@ __all__ = [
     "repeat_and_select_event",
     "sample_repetitions",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

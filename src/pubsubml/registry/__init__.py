@@ -9,8 +9,15 @@ ledger, and subscribers receive every model matching their channel F1 ∨ … �
 
 from __future__ import annotations
 
-from pubsubml.registry.app import create_app
-from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.settings import RegistrySettings
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.registry.app import create_app
+    from pubsubml.registry.client import RegistryClient
+    from pubsubml.registry.settings import RegistrySettings
 
 __all__ = ["RegistryClient", "RegistrySettings", "create_app"]
+
+__getattr__, __dir__ = attach(__name__, __file__)

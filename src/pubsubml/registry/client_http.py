@@ -2,7 +2,7 @@
 
 The registry answers an error with a JSON body ``{"error": code, "detail": ...}``; the client
 raises the :mod:`pubsubml.errors` class the server raised for that code
-(:data:`~pubsubml.registry.api.errors.ERROR_CODES`).  A published model is uploaded as a multipart
+(:data:`~pubsubml.registry.error_codes.ERROR_CODES`).  A published model is uploaded as a multipart
 body streamed in chunks (its card, who may see it, its weights), and a card received inside a JSON
 document is strictly re-validated, since a subscriber trusts nothing it receives (pubsub-ml.txt
 §3.2; published models are untrusted input).
@@ -19,7 +19,7 @@ import httpx
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.errors import PubsubmlError, RegistryError
-from pubsubml.registry.api.errors import ERROR_CODES
+from pubsubml.registry.error_codes import ERROR_CODES
 
 __all__ = ["Progress"]
 

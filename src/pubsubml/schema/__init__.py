@@ -14,8 +14,15 @@ channel F1 ∨ … ∨ Fk of pubsub-ml.txt §3.2.
 
 from __future__ import annotations
 
-from pubsubml.schema.channels import Channel
-from pubsubml.schema.features import Category as Category
-from pubsubml.schema.features import Feature, FeatureSchema
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.schema.channels import Channel
+    from pubsubml.schema.features import Category as Category
+    from pubsubml.schema.features import Feature, FeatureSchema
 
 __all__ = ["Channel", "Feature", "FeatureSchema"]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -10,14 +10,19 @@
 
 from __future__ import annotations
 
-from pubsubml.methods.async_dp.learner import (
-    AsyncDPLearner,
-    DataOwner,
-    SquaredLossOracle,
-    StepSizes,
-    answer_gradient_query,
-)
-from pubsubml.methods.async_dp.simulation import AsyncDPRun, simulate_async_dp
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.async_dp.learner import (
+        AsyncDPLearner,
+        DataOwner,
+        SquaredLossOracle,
+        StepSizes,
+        answer_gradient_query,
+    )
+    from pubsubml.methods.async_dp.simulation import AsyncDPRun, simulate_async_dp
 
 __all__ = [
     "AsyncDPLearner",
@@ -28,3 +33,5 @@ __all__ = [
     "answer_gradient_query",
     "simulate_async_dp",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -7,8 +7,15 @@
 
 from __future__ import annotations
 
-from pubsubml.methods.domain_experts.federation import DomainExpertsFL
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.domain_experts.federation import DomainExpertsFL
 
 __all__ = [
     "DomainExpertsFL",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -15,12 +15,17 @@ baselines over MLPs (pubsub-ml.txt §7.3): the "(V)" and "(F)" rows of the evalu
 
 from __future__ import annotations
 
-from pubsubml.methods.federated.baselines import DPFedAdam, DPFedAvg, DPFedProx, min_epsilon
-from pubsubml.methods.federated.dp import CentralDP, LocalDP
-from pubsubml.methods.federated.finetune import fine_tune
-from pubsubml.methods.federated.loop import Strategy, client_schedule, run_federation
-from pubsubml.methods.federated.rounds import Client, FederatedMLP
-from pubsubml.methods.federated.strategies import FedAdam, FedAvg, FedProx, FedSGD
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.federated.baselines import DPFedAdam, DPFedAvg, DPFedProx, min_epsilon
+    from pubsubml.methods.federated.dp import CentralDP, LocalDP
+    from pubsubml.methods.federated.finetune import fine_tune
+    from pubsubml.methods.federated.loop import Strategy, client_schedule, run_federation
+    from pubsubml.methods.federated.rounds import Client, FederatedMLP
+    from pubsubml.methods.federated.strategies import FedAdam, FedAvg, FedProx, FedSGD
 
 __all__ = [
     "CentralDP",
@@ -40,3 +45,5 @@ __all__ = [
     "min_epsilon",
     "run_federation",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

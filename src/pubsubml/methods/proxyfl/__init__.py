@@ -10,14 +10,19 @@
 
 from __future__ import annotations
 
-from pubsubml.methods.proxyfl.local import DMLConfig
-from pubsubml.methods.proxyfl.protocol import (
-    ClientCohort,
-    ProxyFL,
-    RoundRecord,
-    WeakPrivacyWarning,
-    run_rounds,
-)
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.proxyfl.local import DMLConfig
+    from pubsubml.methods.proxyfl.protocol import (
+        ClientCohort,
+        ProxyFL,
+        RoundRecord,
+        WeakPrivacyWarning,
+        run_rounds,
+    )
 
 __all__ = [
     "ClientCohort",
@@ -27,3 +32,5 @@ __all__ = [
     "WeakPrivacyWarning",
     "run_rounds",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

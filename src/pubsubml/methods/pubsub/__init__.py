@@ -10,17 +10,22 @@
 
 from __future__ import annotations
 
-from pubsubml.methods.pubsub.contributions import (
-    ContributionReport,
-    contribution_graph,
-    contribution_scores,
-    rank_publishers,
-)
-from pubsubml.methods.pubsub.customizer import Customizer
-from pubsubml.methods.pubsub.fusion import StackedFusion
-from pubsubml.methods.pubsub.outputs import published_runner
-from pubsubml.methods.pubsub.own import OwnLearner
-from pubsubml.methods.pubsub.streams import StreamPublisher, StreamSubscriber
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.pubsub.contributions import (
+        ContributionReport,
+        contribution_graph,
+        contribution_scores,
+        rank_publishers,
+    )
+    from pubsubml.methods.pubsub.customizer import Customizer
+    from pubsubml.methods.pubsub.fusion import StackedFusion
+    from pubsubml.methods.pubsub.outputs import published_runner
+    from pubsubml.methods.pubsub.own import OwnLearner
+    from pubsubml.methods.pubsub.streams import StreamPublisher, StreamSubscriber
 
 __all__ = [
     "ContributionReport",
@@ -34,3 +39,5 @@ __all__ = [
     "published_runner",
     "rank_publishers",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

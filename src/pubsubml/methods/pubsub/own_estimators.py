@@ -32,7 +32,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from threadpoolctl import threadpool_limits
 
-from pubsubml.learners.dpsgd_tasks import check_target_bounds
+from pubsubml.learners.base import check_target_bounds
 from pubsubml.methods.pubsub.outputs import public_encoder
 from pubsubml.schema import FeatureSchema
 

@@ -6,14 +6,19 @@ client stacks the models it receives on its own data.
 
 from __future__ import annotations
 
-from pubsubml.methods.stacking.personalizer import (
-    StackingPersonalizer,
-    dp_median,
-    dp_mode,
-    hybrid_partition,
-    release_dp_defaults,
-    vertical_partition,
-)
+from typing import TYPE_CHECKING
+
+from pubsubml.lazy import attach
+
+if TYPE_CHECKING:
+    from pubsubml.methods.stacking.personalizer import (
+        StackingPersonalizer,
+        dp_median,
+        dp_mode,
+        hybrid_partition,
+        release_dp_defaults,
+        vertical_partition,
+    )
 
 __all__ = [
     "StackingPersonalizer",
@@ -23,3 +28,5 @@ __all__ = [
     "release_dp_defaults",
     "vertical_partition",
 ]
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -1,8 +1,9 @@
 """HTTP answers for errors: every failure is JSON ``{"error": code, "detail": message}``.
 
-The mapping from the :mod:`pubsubml.errors` hierarchy to status codes and codes is one table
-(:data:`ERROR_CODES`); :class:`~pubsubml.registry.client.RegistryClient` maps the codes back to
-the same exception classes.
+The mapping from the :mod:`pubsubml.errors` hierarchy to status codes and codes is one table,
+:data:`~pubsubml.registry.error_codes.ERROR_CODES` (re-exported here), which
+:class:`~pubsubml.registry.client.RegistryClient` uses to map the codes back to the same exception
+classes.
 """
 
 from __future__ import annotations
@@ -18,51 +19,12 @@ from sqlalchemy.exc import DataError, StatementError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pubsubml.errors import (
-    AuthenticationError,
-    ChannelSyntaxError,
-    ConflictError,
-    DataValidationError,
-    DigestMismatchError,
-    DuplicateReleaseError,
-    InvalidPrivacyParameterError,
-    LabelError,
-    NotFoundError,
-    PayloadTooLargeError,
-    PermissionDeniedError,
-    PrivacyBudgetExceededError,
-    PubsubmlError,
-    SchemaMismatchError,
-    SchemaVersionError,
-    ServiceBusyError,
-    SignatureError,
-    UntrustedArtifactError,
-)
+from pubsubml.errors import PubsubmlError
+from pubsubml.registry.error_codes import ERROR_CODES
 
 __all__ = ["ERROR_CODES", "RejectNulBytes", "error_response", "install_error_handlers"]
 
 log = logging.getLogger("pubsubml.registry")
-
-# Most specific first: the first class the exception is an instance of decides.
-ERROR_CODES: tuple[tuple[type[PubsubmlError], int, str], ...] = (
-    (AuthenticationError, 401, "unauthenticated"),
-    (PermissionDeniedError, 403, "forbidden"),
-    (NotFoundError, 404, "not_found"),
-    (PrivacyBudgetExceededError, 409, "budget_exceeded"),
-    (DuplicateReleaseError, 409, "duplicate_release"),
-    (ConflictError, 409, "conflict"),
-    (PayloadTooLargeError, 413, "payload_too_large"),
-    (DigestMismatchError, 422, "digest_mismatch"),
-    (SignatureError, 422, "invalid_signature"),
-    (UntrustedArtifactError, 422, "untrusted_artifact"),
-    (SchemaMismatchError, 422, "schema_mismatch"),
-    (LabelError, 422, "label_error"),
-    (DataValidationError, 422, "validation_error"),
-    (ChannelSyntaxError, 422, "channel_syntax"),
-    (InvalidPrivacyParameterError, 422, "invalid_privacy"),
-    (SchemaVersionError, 503, "schema_version"),
-    (ServiceBusyError, 503, "busy"),
-)
 
 
 def error_response(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:

@@ -26,8 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pubsubml.errors import AuthenticationError, PubsubmlError
 from pubsubml.registry.api.deps import RegistryState, StateDep
-from pubsubml.registry.api.errors import ERROR_CODES
 from pubsubml.registry.auth import Principal
+from pubsubml.registry.error_codes import ERROR_CODES
 from pubsubml.registry.ui.pages import (
     ModelFilters,
     graph_page,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 from email import message_from_bytes
 from email.message import Message
 from typing import Any
@@ -14,7 +15,15 @@ from pydantic import ValidationError
 
 from pubsubml.errors import PubsubmlError, RegistryError
 from pubsubml.registry.api.errors import ERROR_CODES, error_response
-from pubsubml.registry.client_http import _CHUNK, _card, _multipart, _plain, _raise_for
+from pubsubml.registry.client import RegistryClient
+from pubsubml.registry.client_http import (
+    _CHUNK,
+    _card,
+    _multipart,
+    _plain,
+    _raise_for,
+    default_tls_context,
+)
 
 
 @pytest.mark.parametrize(("cls", "status", "code"), ERROR_CODES, ids=[c for _, _, c in ERROR_CODES])
@@ -111,3 +120,16 @@ def test_labels_are_sent_as_plain_json_values() -> None:
     assert labels == [3, 0.5, "yes", 2, "no"]
     assert [type(x) for x in labels] == [int, float, str, int, str]
     assert json.dumps(labels) == '[3, 0.5, "yes", 2, "no"]'
+
+
+def test_clients_share_one_verifying_tls_context() -> None:
+    ctx = default_tls_context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert ctx.get_ca_certs() or ctx.cert_store_stats()["x509_ca"] > 0  # a CA bundle is loaded
+    clients = [RegistryClient("https://127.0.0.1:9", "psm_x", retries=0) for _ in range(2)]
+    try:
+        pools = [c._http._transport._pool for c in clients]  # type: ignore[attr-defined]
+        assert all(pool._ssl_context is ctx for pool in pools)
+    finally:
+        for c in clients:
+            c.close()

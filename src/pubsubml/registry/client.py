@@ -31,6 +31,7 @@ from pubsubml.registry.client_http import (
     _multipart,
     _plain,
     _raise_for,
+    default_tls_context,
 )
 from pubsubml.schema import Channel, Feature
 
@@ -75,7 +76,9 @@ class RegistryClient:
         self.retries = retries
         self._headers = {"Authorization": f"Bearer {token}"}
         self._owned = http_client is None
-        self._http = http_client or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._http = http_client or httpx.Client(
+            base_url=self.base_url, timeout=timeout, verify=default_tls_context()
+        )
 
     # ---- plumbing -----------------------------------------------------------------------
     def close(self) -> None:

@@ -10,8 +10,10 @@ document is strictly re-validated, since a subscriber trusts nothing it receives
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
+import ssl
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -21,7 +23,7 @@ from pubsubml.artifacts.card import ModelCard
 from pubsubml.errors import PubsubmlError, RegistryError
 from pubsubml.registry.error_codes import ERROR_CODES
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "default_tls_context"]
 
 Progress = Callable[[int], None]
 _CHUNK = 256 * 1024
@@ -32,6 +34,26 @@ _RETRYABLE = (
     httpx.ReadError,
     httpx.WriteError,
 )
+
+
+@functools.cache
+def default_tls_context() -> ssl.SSLContext:
+    """httpx's default certificate verification, built once per process.
+
+    The same context ``httpx.Client()`` builds for itself (certifi's CA bundle, or
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` as read at the first call): building one loads the
+    whole CA bundle, about 25 ms, which every new client paid even for plain-HTTP registries.
+    httpx accepts a shared context through ``verify=`` ("SSL", httpx's documentation).
+
+    Examples
+    --------
+    >>> ctx = default_tls_context()
+    >>> ctx is default_tls_context(), ctx.check_hostname, ctx.verify_mode == ssl.CERT_REQUIRED
+    (True, True, True)
+    """
+    return httpx.create_ssl_context()
+
+
 _CODE_TO_ERROR: dict[str, type[PubsubmlError]] = {}
 for _cls, _status, _code in ERROR_CODES:
     _CODE_TO_ERROR.setdefault(_code, _cls)

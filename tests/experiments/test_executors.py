@@ -221,6 +221,46 @@ def test_a_cluster_that_cannot_be_joined_says_how_to_pass_its_token(
             pass
 
 
+def _local_starts(monkeypatch: pytest.MonkeyPatch, failures: list[str]) -> list[str]:
+    """Record the backend's local ``ray.init`` calls, refusing the first ones with ``failures``."""
+    ray = pytest.importorskip("ray")
+    calls: list[str] = []
+
+    def init(**kwargs: Any) -> None:
+        calls.append("init")
+        tries = calls.count("init")
+        if tries <= len(failures):
+            raise ValueError(failures[tries - 1])
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    return calls
+
+
+CLASH = (
+    "Ray component dashboard_agent_http is trying to use a port number 53551 that is used by "
+    "other components."
+)
+
+
+def test_a_local_start_whose_random_ports_clash_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _local_starts(monkeypatch, [CLASH])
+    with make_executor("ray", jobs=1):
+        pass
+    assert calls == ["init", "shutdown", "init", "shutdown"]  # the second start, then the exit
+    calls = _local_starts(monkeypatch, [CLASH] * 3)
+    with pytest.raises(ValueError, match="is trying to use a port number"):
+        make_executor("ray", jobs=1).__enter__()
+    assert calls == ["init", "shutdown"] * 3
+    calls = _local_starts(monkeypatch, ["num_cpus must be positive"])  # not chance: at once
+    with pytest.raises(ValueError, match="num_cpus"):
+        make_executor("ray", jobs=1).__enter__()
+    assert calls == ["init", "shutdown"]
+
+
 def test_missing_ray_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
     with pytest.raises(ImportError, match="pip install ray"):

@@ -213,6 +213,36 @@ def driver_pythonpath() -> str:
     return os.pathsep.join(p for p in path if os.path.isdir(p))
 
 
+_PORT_CLASH = "is trying to use a port number"
+_LOCAL_STARTS = 3
+
+
+def _start_local(ray: Any, jobs: int) -> None:
+    """A new local Ray instance with ``jobs`` CPUs, its workers on this process's path.
+
+    Ray picks each of its components' ports at random among the free ones, each pick on its own,
+    and refuses to start (``ValueError``: "... is trying to use a port number ... that is used by
+    other components") when two picks were the same port; that is chance, not a port in use, so
+    the start is tried again, up to three times, after a ``ray.shutdown()`` that stops whatever
+    the failed start had begun.
+    """
+    for attempt in range(1, _LOCAL_STARTS + 1):
+        try:
+            # The workers import fn by name, like spawned pool workers: give them our path.
+            ray.init(
+                address="local",  # a new instance, even where RAY_ADDRESS or `ray start` is
+                num_cpus=jobs,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                runtime_env={"env_vars": {"PYTHONPATH": driver_pythonpath()}},
+            )
+            return
+        except ValueError as exc:
+            ray.shutdown()
+            if _PORT_CLASH not in str(exc) or attempt == _LOCAL_STARTS:
+                raise
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -263,14 +293,7 @@ class RayBackend:
         ray = _import_ray()
         if not ray.is_initialized():
             if self.address is None:
-                # The workers import fn by name, like spawned pool workers: give them our path.
-                ray.init(
-                    address="local",  # a new instance, even where RAY_ADDRESS or `ray start` is
-                    num_cpus=self.jobs,
-                    include_dashboard=False,
-                    logging_level=logging.WARNING,
-                    runtime_env={"env_vars": {"PYTHONPATH": driver_pythonpath()}},
-                )
+                _start_local(ray, self.jobs)
             else:
                 _check_answers(self.address)
                 try:

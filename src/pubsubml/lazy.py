@@ -4,10 +4,10 @@ A package face (``pubsubml/privacy/__init__.py``, say) re-exports the names of i
 Importing them all when the face is imported makes every ``import pubsubml.<package>.<module>``
 pay for the whole package: a client command that only needs the model card's classes loaded the
 registry's server, the accountant's SciPy stack and torch, seconds before it did anything.  A lazy
-face states its names once, as imports under ``if TYPE_CHECKING:`` (type checkers, editors and
-``help()`` read them as written), and :func:`attach` gives it the module-level ``__getattr__`` and
-``__dir__`` that import a name's module when the name is first used, as scikit-image and networkx
-do with ``lazy_loader`` (SPEC 1, "Lazy loading of submodules and functions").
+face states its names once, as imports under ``if TYPE_CHECKING:`` (type checkers and editors
+read them as written), and :func:`attach` gives it the module-level ``__getattr__`` and
+``__dir__`` that import a name's module when the name is first used, as scikit-image does with
+``lazy_loader`` (scientific Python's SPEC 1, "Lazy loading of submodules and functions").
 
 Usage, at the end of a face::
 

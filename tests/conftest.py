@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 
 # Before torch is imported: one thread per xdist worker (two workers share the two cores), else two.
-os.environ.setdefault("OMP_NUM_THREADS", "1" if os.environ.get("PYTEST_XDIST_WORKER") else "2")
+# A worker inherits the controller's environment, where this file has already set "2", so a
+# worker sets its own value rather than keeping that one: two workers with two threads each
+# spin-wait against each other on two cores and run the smaller tensor work many times slower.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+else:
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import contextlib
 import logging
@@ -25,11 +31,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.methods.proxyfl.peers import free_port
 from pubsubml.schema import FeatureSchema
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # The BLAS and OpenMP libraries pytest loaded before this file (numpy's and scipy's, through
+    # the warning filter of the configuration) read their thread count when loaded: one here too.
+    threadpool_limits(limits=1)
 
 
 @pytest.fixture

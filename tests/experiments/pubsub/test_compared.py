@@ -23,6 +23,8 @@ from pubsubml.experiments.pubsub.compared import (
     fit_federated,
 )
 from pubsubml.experiments.pubsub.scenarios import distributed_features, with_budgets
+from pubsubml.methods.pubsub import own_crossfit
+from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore
 
 HyperplaneScenario = Callable[..., Scenario]  # the conftest fixture's factory
 
@@ -87,6 +89,42 @@ def test_own_is_the_same_learner_as_the_customizers_own_model(
         evaluate_fold(
             sc, seed=0, fold=0, methods=["Own"], config=replace(tiny_config, own_model="svm")
         )
+
+
+def test_own_and_both_pubsub_methods_cross_fit_the_own_model_once_per_fold(
+    monkeypatch: pytest.MonkeyPatch,
+    hyperplane_scenario: HyperplaneScenario,
+    tiny_config: MethodConfig,
+) -> None:
+    computed: list[int] = []
+    real = own_crossfit._cross_fit
+
+    def counted(*args: Any, **kwargs: Any) -> own_crossfit.OwnCrossFit:
+        computed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(own_crossfit, "_cross_fit", counted)
+    sc = hyperplane_scenario(sub_rows=300)
+    methods = ["PubSub-ML", "PubSub-ML*", "Own"]
+    together = evaluate_fold(sc, seed=0, fold=0, methods=methods, config=tiny_config)
+    assert len(computed) == 1
+    one_by_one = [
+        evaluate_fold(sc, seed=0, fold=0, methods=[m], config=tiny_config)[0] for m in methods
+    ]
+    assert len(computed) == 4
+    for a, b in zip(together, one_by_one, strict=True):
+        assert {k: v for k, v in a.items() if k != "seconds"} == {
+            k: v for k, v in b.items() if k != "seconds"
+        }
+    store = CrossFitStore()  # shared by calls on the same subscriber: one cross-fit in all
+    shared = [
+        evaluate_fold(sc, seed=0, fold=0, methods=[m], config=tiny_config, cross_fits=store)[0]
+        for m in methods
+    ]
+    assert len(computed) == 5 and store.hits == 2
+    # A method that reused the cross-fit is timed as if it had run it.
+    ((_, cross_fit_seconds),) = store.results.values()
+    assert all(r["seconds"] >= cross_fit_seconds for r in shared)
 
 
 def test_fl_baselines_can_add_their_noise_at_the_server(

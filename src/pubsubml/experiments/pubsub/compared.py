@@ -43,6 +43,7 @@ from pubsubml.experiments.pubsub.models import (
     train_publishers,
 )
 from pubsubml.experiments.runner import Record, kfold_indices
+from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
 from pubsubml.methods.pubsub.customizer import Customizer
 
 __all__ = [
@@ -236,6 +237,7 @@ def evaluate_fold(
     folds: int = 5,
     methods: Sequence[str] = METHODS,
     config: MethodConfig | None = None,
+    cross_fits: CrossFitStore | None = None,
 ) -> list[Record]:
     """Score each of ``methods`` on the subscriber's test part of fold ``fold``.
 
@@ -252,6 +254,12 @@ def evaluate_fold(
     methods : sequence of str
         A subset of :data:`METHODS`.
     config : MethodConfig, optional
+    cross_fits : CrossFitStore, optional
+        Where the own model's cross-fits are kept for reuse: Own, PubSub-ML and PubSub-ML* share
+        M^s (the same learner, rows and seed), so it is cross-fitted once per fold
+        (:mod:`~pubsubml.methods.pubsub.crossfit_reuse`); a new store per call by default, one
+        store shared by calls that score the same subscriber.  Each method's ``seconds`` still
+        include the cross-fit's seconds, as if it had run again.
 
     Returns
     -------
@@ -277,7 +285,8 @@ def evaluate_fold(
         raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
     pub_trains, tr, te = _fold_rows(scenario, seed=seed, fold=fold, folds=folds)
     run = _Fold(scenario, config, pub_trains, tr, te, rs=seed * 1000 + fold)
-    return [run.record(method) for method in methods]
+    store = CrossFitStore() if cross_fits is None else cross_fits
+    return [run.record(method, store) for method in methods]
 
 
 _Run = tuple[Any, pd.DataFrame, float, Record]
@@ -311,12 +320,19 @@ class _Fold:
         self.fl_seconds: dict[str, float] = {}
         self.extra_seconds = 0.0
 
-    def record(self, method: str) -> Record:
-        """Train ``method``, time it and score it on the test rows."""
+    def record(self, method: str, cross_fits: CrossFitStore) -> Record:
+        """Train ``method``, time it and score it on the test rows.
+
+        A cross-fit of the own model taken from ``cross_fits`` adds the seconds it took when it
+        ran, so ``seconds`` is the method's time as if it had trained alone.
+        """
         self.extra_seconds = 0.0
+        reused = cross_fits.reused_seconds
         t0 = time.perf_counter()
-        model, X_eval, eps, extra = self._run(method)
+        with reusing_cross_fits(cross_fits):
+            model, X_eval, eps, extra = self._run(method)
         seconds = time.perf_counter() - t0 + self.extra_seconds
+        seconds += cross_fits.reused_seconds - reused
         value = _score(self.scenario, model, X_eval, self.y_te)
         auc = _auc(self.scenario, model, X_eval, self.y_te)
         record = {"method": method, "score": value, "auc": auc, "epsilon": eps}

@@ -46,6 +46,7 @@ from pubsubml.experiments.pubsub.small import (
 from pubsubml.experiments.pubsub.tabular import FL_DP
 from pubsubml.experiments.reports import mean_se_label, summarize, write_results
 from pubsubml.experiments.runner import Record
+from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore
 
 __all__ = [
     "NAME",
@@ -116,7 +117,15 @@ def small_task(
         "publisher_rows": int(sum(len(p.y) for p in scenario.publishers)),
         "test_rows": len(scenario.test.y),
     }
-    shared = evaluate_fold(scenario, seed=seed, fold=repeat, methods=SHARED_METHODS, config=config)
+    cross_fits = CrossFitStore()  # the same subscriber, seed and repeat: one own model
+    shared = evaluate_fold(
+        scenario,
+        seed=seed,
+        fold=repeat,
+        methods=SHARED_METHODS,
+        config=config,
+        cross_fits=cross_fits,
+    )
     records = [{**r, "publisher": SHARED, **info} for r in shared]
     for kind in publishers:
         for r in evaluate_fold(
@@ -125,6 +134,7 @@ def small_task(
             fold=repeat,
             methods=PUBSUB_METHODS,
             config=config,
+            cross_fits=cross_fits,
         ):
             records.append({**r, "publisher": kind, **info})
     return records

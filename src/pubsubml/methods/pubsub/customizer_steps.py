@@ -20,6 +20,7 @@ from sklearn.base import clone
 from sklearn.model_selection import train_test_split
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
+from pubsubml.methods.pubsub.crossfit_reuse import cross_fit_key
 from pubsubml.methods.pubsub.fusion import StackedFusion, centred_log_odds
 from pubsubml.methods.pubsub.outputs import (
     FUSION_MODELS,
@@ -123,13 +124,27 @@ class CustomizerSteps:
             seed=seed,
             target_bounds=self.target_bounds,
         )
+        n_classes = 0 if classes is None else len(classes)
+        key = cross_fit_key(
+            frame,
+            target,
+            folds,
+            task=self.task,
+            n_classes=n_classes,
+            spec=own.kind,
+            schema=self.schema,
+            seed=seed,
+            target_bounds=self.target_bounds,
+            kinds=OWN_KINDS,
+        )
         found = cross_fit_own(
             frame,
             target,
             task=self.task,
             candidates=cands,
             folds=folds,
-            n_classes=0 if classes is None else len(classes),
+            n_classes=n_classes,
+            key=key,
         )
         return own.adopt(found, classes, frame), found.oof
 

@@ -26,6 +26,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
+from pubsubml.methods.pubsub.crossfit_reuse import cross_fit_key
 from pubsubml.methods.pubsub.outputs import TaskEstimatorMixin, encode_targets
 from pubsubml.methods.pubsub.own_crossfit import PROBA_FLOOR as PROBA_FLOOR
 from pubsubml.methods.pubsub.own_crossfit import (
@@ -156,8 +157,20 @@ class OwnLearner(TaskEstimatorMixin, BaseEstimator):
         else:
             folds = make_folds(target, int(self.cv), self.task, seed)
             k = 0 if classes is None else len(classes)
+            key = cross_fit_key(
+                frame,
+                target,
+                folds,
+                task=self.task,
+                n_classes=k,
+                spec=self.kind,
+                schema=self.schema,
+                seed=seed,
+                target_bounds=self.target_bounds,
+                kinds=tuple(self.candidates),
+            )
             found = cross_fit_own(
-                frame, target, task=self.task, candidates=cands, folds=folds, n_classes=k
+                frame, target, task=self.task, candidates=cands, folds=folds, n_classes=k, key=key
             )
             choice, scores, fitted = found.choice, found.scores, found.estimator
         return self.adopt(OwnCrossFit(choice, scores, np.empty((0, 0)), fitted), classes, frame)

@@ -9,6 +9,7 @@ published (§3.2, Theorem 3), so this choice costs no privacy.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from sklearn.base import clone
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from pubsubml.errors import DataValidationError
+from pubsubml.methods.pubsub.crossfit_reuse import active_store
 from pubsubml.methods.pubsub.own_estimators import fit_quietly, proba_columns
 
 __all__ = [
@@ -117,6 +119,7 @@ def cross_fit_own(
     candidates: dict[str, Any],
     folds: list[tuple[np.ndarray, np.ndarray]],
     n_classes: int = 0,
+    key: str | None = None,
 ) -> OwnCrossFit:
     """Out-of-fold outputs of each candidate, the best one by out-of-fold loss, refit on all rows.
 
@@ -132,11 +135,38 @@ def cross_fit_own(
         Train and held-out positions; every row is held out exactly once.
     n_classes : int
         The subscriber's number of classes (classification).
+    key : str, optional
+        :func:`~pubsubml.methods.pubsub.crossfit_reuse.cross_fit_key` of these arguments: inside
+        :func:`~pubsubml.methods.pubsub.crossfit_reuse.reusing_cross_fits`, a cross-fit already
+        computed under it is returned (a copy) instead of computed again.
 
     Returns
     -------
     OwnCrossFit
     """
+    store = active_store() if key is not None else None
+    if store is not None and key is not None:
+        found = store.get(key)
+        if found is not None:
+            return found
+    t0 = time.perf_counter()
+    result = _cross_fit(
+        X, target, task=task, candidates=candidates, folds=folds, n_classes=n_classes
+    )
+    if store is not None and key is not None:
+        store.put(key, result, time.perf_counter() - t0)
+    return result
+
+
+def _cross_fit(
+    X: pd.DataFrame,
+    target: np.ndarray,
+    *,
+    task: str,
+    candidates: dict[str, Any],
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    n_classes: int,
+) -> OwnCrossFit:
     n = len(target)
     width = n_classes if task == "classification" else 1
     best: tuple[float, str, np.ndarray] | None = None

@@ -273,6 +273,82 @@ def test_extend_fills_defaults_drops_extras_and_clips(schema: FeatureSchema) -> 
     assert out.astype(object).equals(expected.astype(object))
 
 
+def _per_column(schema: FeatureSchema, X: pd.DataFrame, out_of_bounds: str) -> pd.DataFrame:
+    """validate_frame written one column at a time, as the documentation states it."""
+    out: dict[str, Any] = {}
+    for f in schema:
+        if f.kind == "categorical":
+            out[f.name] = X[f.name].to_numpy(dtype=object)
+            continue
+        values = pd.to_numeric(X[f.name]).to_numpy(dtype=float)
+        if not np.isfinite(values).all():
+            raise DataValidationError(f"feature {f.name!r} contains NaN or infinite values")
+        if out_of_bounds == "error" and ((values < f.lower) | (values > f.upper)).any():
+            raise DataValidationError(f"feature {f.name!r}: values outside the public bounds")
+        out[f.name] = np.clip(values, f.lower, f.upper)
+    return pd.DataFrame(out, index=X.index)
+
+
+@pytest.mark.parametrize("out_of_bounds", ["clip", "error"])
+def test_numeric_columns_of_every_dtype_give_the_per_column_result(out_of_bounds: str) -> None:
+    numeric = FeatureSchema(
+        features=tuple(Feature(name=n, lower=-1.0, upper=2.0, default=0.0) for n in "abcde")
+    )
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        X = pd.DataFrame(
+            {
+                "a": rng.normal(size=6),  # float64
+                "b": rng.integers(-2, 4, 6),  # int64
+                "c": rng.random(6).astype(np.float32),
+                "d": rng.random(6) > 0.5,  # bool: through pd.to_numeric
+                "e": rng.random(6).round(3).astype(str),  # numeric strings: parsed
+            },
+            index=np.arange(10, 16),
+        )
+        X = X[list(rng.permutation(X.columns))]  # any column order
+        if trial % 3 == 0:  # a NaN in one of the float columns
+            X.loc[X.index[int(rng.integers(6))], str(rng.choice(["a", "c"]))] = np.nan
+        for schema in (numeric, numeric.subset("edcba")):
+            try:
+                expected = _per_column(schema, X, out_of_bounds)
+            except DataValidationError as exc:
+                message = str(exc).split(":")[0].split(" contains")[0]
+                with pytest.raises(DataValidationError, match=message):
+                    schema.validate_frame(X, out_of_bounds=out_of_bounds)  # type: ignore[arg-type]
+                continue
+            got = schema.validate_frame(X, out_of_bounds=out_of_bounds)  # type: ignore[arg-type]
+            assert got.columns.tolist() == schema.names and got.index.equals(X.index)
+            np.testing.assert_array_equal(got.to_numpy(dtype=float), expected.to_numpy(dtype=float))
+            assert all(dtype == np.float64 for dtype in got.dtypes)
+
+
+def test_the_first_invalid_feature_in_schema_order_is_named(schema: FeatureSchema) -> None:
+    X = _frame(3)
+    X.loc[1, "temp"] = np.inf  # a float column, checked with the other numeric ones
+    X["sex"] = X["sex"].astype(object)
+    X.loc[0, "sex"] = "unknown"  # also invalid, but after "temp" in the schema
+    with pytest.raises(DataValidationError, match="'temp' contains NaN or infinite"):
+        schema.validate_frame(X)
+    X.loc[1, "temp"] = 99.0  # outside [35, 42]: refused, then the categorical is reached
+    with pytest.raises(DataValidationError, match="'temp': 1 values outside"):
+        schema.validate_frame(X, out_of_bounds="error")
+    with pytest.raises(DataValidationError, match="'sex' has values"):
+        schema.validate_frame(X)
+    X.loc[2, "age"] = np.nan  # the first feature of the schema comes first
+    with pytest.raises(DataValidationError, match="'age' contains NaN"):
+        schema.validate_frame(X)
+
+
+def test_integer_column_names_are_read_as_text() -> None:
+    schema = FeatureSchema(features=(Feature(name="_1", lower=0, upper=1, default=0),))
+    X = pd.DataFrame({"_1": [0.5, 3.0]})
+    assert schema.validate_frame(X)["_1"].tolist() == [0.5, 1.0]
+    numeric_names = FeatureSchema(features=(Feature(name="x", lower=0, upper=1, default=0),))
+    with pytest.raises(SchemaMismatchError, match=r"columns \['0'\]"):
+        numeric_names.validate_frame(pd.DataFrame({0: [0.5], "x": [0.2]}))
+
+
 # ---- encode ---------------------------------------------------------------------------------
 def test_encode_matches_an_independent_reference(schema: FeatureSchema) -> None:
     X = _frame(40, seed=3)

@@ -218,7 +218,8 @@ class FeatureSchema(BaseModel):
             cols = [str(c) for c in frame.columns]
             if len(set(cols)) != len(cols):
                 raise SchemaMismatchError("input has duplicate column names")
-            frame = frame.set_axis(cols, axis=1)
+            if any(type(c) is not str for c in frame.columns):
+                frame = frame.set_axis(cols, axis=1)
         else:
             arr = np.asarray(X, dtype=object)
             if arr.ndim != 2:
@@ -230,17 +231,30 @@ class FeatureSchema(BaseModel):
                 )
             frame = pd.DataFrame(arr, columns=self.names)
             cols = self.names
-        absent = [n for n in self.names if n not in set(cols)]
-        surplus = [c for c in cols if c not in self]
+        names = self.names
+        present = set(cols)
+        absent = [n for n in names if n not in present]
+        known = set(names)
+        surplus = [c for c in cols if c not in known]
         if absent and missing == "error":
             raise SchemaMismatchError(f"input lacks features {absent} required by the schema")
         if surplus and extra == "error":
             raise SchemaMismatchError(f"input has columns {surplus} that are not in the schema")
+        block = _NumericBlock.of(self, frame, present, out_of_bounds)
+        if block is not None and len(block.index) == len(self.features):
+            block.raise_first_error()
+            same = cols == names  # then the input's column index serves as it is
+            return pd.DataFrame(
+                block.clipped, index=frame.index, columns=frame.columns if same else names
+            )
         n = len(frame)
         out: dict[str, Any] = {}
         for f in self.features:
-            if f.name in absent:
+            if f.name not in present:
                 out[f.name] = np.full(n, f.default, dtype=object if f.kind != "numeric" else float)
+                continue
+            if block is not None and f.name in block.index:
+                out[f.name] = block.checked(f.name)
                 continue
             col = frame[f.name]
             if f.kind == "numeric":
@@ -254,10 +268,7 @@ class FeatureSchema(BaseModel):
                 if out_of_bounds == "error":
                     bad = (values < f.lower) | (values > f.upper)
                     if bad.any():
-                        raise DataValidationError(
-                            f"feature {f.name!r}: {int(bad.sum())} values outside the public "
-                            f"bounds [{f.lower}, {f.upper}]"
-                        )
+                        raise DataValidationError(_outside(f, int(bad.sum())))
                 out[f.name] = np.clip(values, f.lower, f.upper)
             else:
                 values_obj = col.to_numpy(dtype=object)
@@ -272,7 +283,7 @@ class FeatureSchema(BaseModel):
                         f"{list(f.categories or ())}"
                     )
                 out[f.name] = values_obj
-        return pd.DataFrame(out, index=frame.index, columns=self.names)
+        return pd.DataFrame(out, index=frame.index, columns=names)
 
     def extend(self, X: Any) -> pd.DataFrame:
         """Feature extension (pubsub-ml.txt §4 Step 3): fill absent features with public
@@ -302,12 +313,13 @@ class FeatureSchema(BaseModel):
     def _encode_valid(self, frame: pd.DataFrame) -> np.ndarray:
         n = len(frame)
         out = np.zeros((n, self.n_encoded), dtype=np.float32)
+        numeric: list[Feature] = []
+        positions: list[int] = []
         j = 0
         for f in self.features:
             if f.kind == "numeric":
-                assert f.lower is not None and f.upper is not None
-                v = frame[f.name].to_numpy(dtype=float)
-                out[:, j] = (v - f.lower) / (f.upper - f.lower)
+                numeric.append(f)
+                positions.append(j)
                 j += 1
             else:
                 cats = list(f.categories or ())
@@ -315,6 +327,11 @@ class FeatureSchema(BaseModel):
                 codes = np.fromiter((index[v] for v in frame[f.name].tolist()), int, count=n)
                 out[np.arange(n), j + codes] = 1.0
                 j += len(cats)
+        if numeric:  # every numeric column at once: (x - lower) / (upper - lower) in float64
+            values = _columns(frame, [f.name for f in numeric])
+            lower = np.array([f.lower for f in numeric], dtype=float)
+            upper = np.array([f.upper for f in numeric], dtype=float)
+            out[:, positions] = (values - lower) / (upper - lower)
         return out
 
     # ---- serialization ------------------------------------------------------------------
@@ -347,3 +364,68 @@ class FeatureSchema(BaseModel):
         return cls(
             features=tuple(Feature(name=n, lower=lower, upper=upper, default=d) for n in names)
         )
+
+
+def _columns(frame: pd.DataFrame, names: list[str]) -> np.ndarray:
+    """The float64 values of the columns ``names`` of ``frame``, in that order."""
+    if list(frame.columns) == names:  # no selection: it would build a new column index
+        return np.asarray(frame.to_numpy(dtype=float))
+    return np.asarray(frame.iloc[:, frame.columns.get_indexer(names)].to_numpy(dtype=float))
+
+
+def _outside(f: Feature, count: int) -> str:
+    return f"feature {f.name!r}: {count} values outside the public bounds [{f.lower}, {f.upper}]"
+
+
+class _NumericBlock:
+    """The numeric features whose columns have a NumPy number dtype, checked in one pass.
+
+    ``pd.to_numeric`` leaves such a column as it is, so converting them together gives the
+    values the per-column path gives; the checks are computed for every column at once and
+    raised in schema order, as the per-column path raises them.
+    """
+
+    def __init__(self, features: list[Feature], values: np.ndarray, out_of_bounds: str) -> None:
+        self.features = features
+        self.index = {f.name: j for j, f in enumerate(features)}
+        lower = np.array([f.lower for f in features], dtype=float)
+        upper = np.array([f.upper for f in features], dtype=float)
+        self.finite = np.isfinite(values).all(axis=0)
+        self.outside = (
+            ((values < lower) | (values > upper)).sum(axis=0)
+            if out_of_bounds == "error"
+            else np.zeros(len(features), dtype=np.int64)
+        )
+        self.clipped = np.clip(values, lower, upper)
+
+    @classmethod
+    def of(
+        cls, schema: FeatureSchema, frame: pd.DataFrame, present: set[str], out_of_bounds: str
+    ) -> _NumericBlock | None:
+        dtypes = frame.dtypes
+        chosen = [
+            f
+            for f in schema.features
+            if f.kind == "numeric"
+            and f.name in present
+            and isinstance(dtypes[f.name], np.dtype)
+            and dtypes[f.name].kind in "iuf"
+        ]
+        if not chosen:
+            return None
+        return cls(chosen, _columns(frame, [f.name for f in chosen]), out_of_bounds)
+
+    def checked(self, name: str) -> np.ndarray:
+        """The clipped column of ``name``, after raising its error if it has one."""
+        j = self.index[name]
+        f = self.features[j]
+        if not self.finite[j]:
+            raise DataValidationError(f"feature {f.name!r} contains NaN or infinite values")
+        if self.outside[j]:
+            raise DataValidationError(_outside(f, int(self.outside[j])))
+        return np.asarray(self.clipped[:, j])
+
+    def raise_first_error(self) -> None:
+        """Raise the error of the first column (schema order) that has one."""
+        for f in self.features:
+            self.checked(f.name)

@@ -370,7 +370,8 @@ def _columns(frame: pd.DataFrame, names: list[str]) -> np.ndarray:
     """The float64 values of the columns ``names`` of ``frame``, in that order."""
     if list(frame.columns) == names:  # no selection: it would build a new column index
         return np.asarray(frame.to_numpy(dtype=float))
-    return np.asarray(frame.take(frame.columns.get_indexer(names), axis=1).to_numpy(dtype=float))
+    where = {c: i for i, c in enumerate(frame.columns)}
+    return np.asarray(frame.take([where[n] for n in names], axis=1).to_numpy(dtype=float))
 
 
 def _outside(f: Feature, count: int) -> str:

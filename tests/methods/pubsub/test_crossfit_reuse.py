@@ -17,6 +17,7 @@ from pubsubml.methods.pubsub.crossfit_reuse import (
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.own import OwnLearner
 from pubsubml.methods.pubsub.own_crossfit import make_folds
+from pubsubml.schema import FeatureSchema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -67,6 +68,20 @@ def test_the_customizers_own_model_is_the_own_baselines_cross_fit(computed: list
         cust = Customizer(models=[], random_state=3).fit(X, y)
     assert len(computed) == n_outside + 1 and store.hits == 1
     np.testing.assert_array_equal(cust.predict_proba(X), outside.predict_proba(X))
+    np.testing.assert_array_equal(cust.own_model_.predict_proba(X), own.predict_proba(X))
+
+
+def test_a_schema_with_more_features_than_the_subscriber_has_gives_the_same_key(
+    computed: list[int],
+) -> None:
+    X, y = _data()
+    full = FeatureSchema.numeric(["a", "b", "c", "d"])
+    with reusing_cross_fits() as store:
+        own = OwnLearner(schema=full.subset(["a", "b", "c"]), random_state=3).fit(X, y)
+        cust = Customizer(models=[], schema=full, random_state=3).fit(X, y)
+        wider = FeatureSchema.numeric(["a", "b", "c"], upper=2.0)  # other bounds: other inputs
+        OwnLearner(schema=wider, random_state=3).fit(X, y)
+    assert len(computed) == 2 and store.hits == 1
     np.testing.assert_array_equal(cust.own_model_.predict_proba(X), own.predict_proba(X))
 
 

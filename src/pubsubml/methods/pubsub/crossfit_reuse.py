@@ -124,7 +124,8 @@ def _candidates_text(
             "spec": spec,
             "kinds": list(kinds),
             "task": task,
-            "schema": None if schema is None else json.loads(schema.to_json()),
+            # The candidates encode with the schema of their own features only.
+            "schema": None if schema is None else json.loads(schema.subset(features).to_json()),
             "features": [str(f) for f in features],
             "seed": int(seed),
             "target_bounds": None if target_bounds is None else [float(b) for b in target_bounds],
@@ -149,8 +150,9 @@ def cross_fit_key(
     """SHA-256 over everything a cross-fit's result depends on; None where nothing is reused.
 
     The candidates are those :func:`~pubsubml.methods.pubsub.own_estimators.own_candidates`
-    builds from ``spec`` (a kind or ``"auto"``), ``task``, ``schema``, the columns of ``X``,
-    ``seed``, ``target_bounds`` and ``kinds``; the digest also covers the number of classes, every
+    builds from ``spec`` (a kind or ``"auto"``), ``task``, ``schema`` (restricted to the columns
+    of ``X``, all the candidates read of it), the columns of ``X``, ``seed``, ``target_bounds``
+    and ``kinds``; the digest also covers the number of classes, every
     row's values (``pandas.util.hash_pandas_object``, row order kept), the targets with their
     dtype and each fold's train and held-out positions.
 
@@ -162,6 +164,8 @@ def cross_fit_key(
     """
     if _STORE.get() is None or not isinstance(spec, str):
         return None
+    if schema is not None and any(str(c) not in schema for c in X.columns):
+        return None  # the candidates cannot be built: the fit raises its own error
     h = hashlib.sha256()
     candidates = _candidates_text(
         spec,

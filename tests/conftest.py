@@ -158,8 +158,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """
     if pyfuncitem.get_closest_marker("ray") is None or os.environ.get(RAY_HERE) == "1":
         return None
+    # The child runs this one test: the plugins no ray-marked test uses stay unloaded (their
+    # imports are a good part of a child's start).
+    unused = [f"-pno:{name}" for name in ("hypothesispytest", "schemathesis", "xdist", "anyio")]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *unused, "-rs"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", pyfuncitem.nodeid],
+        [*command, pyfuncitem.nodeid],
         cwd=pyfuncitem.config.rootpath,
         env={**os.environ, RAY_HERE: "1"},
         capture_output=True,

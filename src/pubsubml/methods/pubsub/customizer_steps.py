@@ -20,7 +20,6 @@ from sklearn.base import clone
 from sklearn.model_selection import train_test_split
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
-from pubsubml.methods.pubsub.crossfit_reuse import cross_fit_key
 from pubsubml.methods.pubsub.fusion import StackedFusion, centred_log_odds
 from pubsubml.methods.pubsub.outputs import (
     FUSION_MODELS,
@@ -36,8 +35,6 @@ from pubsubml.methods.pubsub.own import (
     OWN_KINDS,
     OwnLearner,
     check_target_bounds,
-    cross_fit_own,
-    own_candidates,
 )
 from pubsubml.schema import FeatureSchema
 
@@ -116,36 +113,8 @@ class CustomizerSteps:
     ) -> tuple[OwnLearner, np.ndarray]:
         """M^s refitted on all rows and its out-of-fold outputs (aligned to ``classes``)."""
         own = self._own_learner(seed)
-        cands = own_candidates(
-            own.kind,
-            task=self.task,
-            schema=self.schema,
-            features=list(frame.columns),
-            seed=seed,
-            target_bounds=self.target_bounds,
-        )
         n_classes = 0 if classes is None else len(classes)
-        key = cross_fit_key(
-            frame,
-            target,
-            folds,
-            task=self.task,
-            n_classes=n_classes,
-            spec=own.kind,
-            schema=self.schema,
-            seed=seed,
-            target_bounds=self.target_bounds,
-            kinds=OWN_KINDS,
-        )
-        found = cross_fit_own(
-            frame,
-            target,
-            task=self.task,
-            candidates=cands,
-            folds=folds,
-            n_classes=n_classes,
-            key=key,
-        )
+        found = own.cross_fit(frame, target, folds=folds, seed=seed, n_classes=n_classes)
         return own.adopt(found, classes, frame), found.oof
 
     def _fusion_kind(self) -> str | None:

@@ -142,7 +142,72 @@ class OwnLearner(TaskEstimatorMixin, BaseEstimator):
             raise DataValidationError(f"y has {len(y_arr)} values for {len(frame)} rows")
         classes, target = encode_targets(y_arr, self.task, self.classes)
         seed = int(check_random_state(self.random_state).randint(0, 2**31 - 1))
-        cands = own_candidates(
+        cands = self._candidates(frame, seed)
+        if len(cands) == 1:
+            (choice, est), scores = next(iter(cands.items())), {}
+            fitted = fit_quietly(est, frame, target)
+        else:
+            folds = make_folds(target, int(self.cv), self.task, seed)
+            k = 0 if classes is None else len(classes)
+            found = self.cross_fit(frame, target, folds=folds, seed=seed, n_classes=k)
+            choice, scores, fitted = found.choice, found.scores, found.estimator
+        return self.adopt(OwnCrossFit(choice, scores, np.empty((0, 0)), fitted), classes, frame)
+
+    def cross_fit(
+        self,
+        frame: pd.DataFrame,
+        target: np.ndarray,
+        *,
+        folds: list[tuple[np.ndarray, np.ndarray]],
+        seed: int,
+        n_classes: int,
+    ) -> OwnCrossFit:
+        """:func:`cross_fit_own` of this learner's candidates (built with ``seed``) over ``folds``.
+
+        Inside :func:`~pubsubml.methods.pubsub.crossfit_reuse.reusing_cross_fits`, a cross-fit
+        already computed for the same rows, targets, folds and candidates is reused.  Nothing is
+        set on ``self`` (see :meth:`adopt`).
+
+        Parameters
+        ----------
+        frame : DataFrame
+        target : ndarray
+            Class indices (classification) or float targets.
+        folds : list of (ndarray, ndarray)
+        seed : int
+            Seeds the candidates (the seed ``fit`` draws from ``random_state``).
+        n_classes : int
+            The number of classes (0 for regression).
+
+        Returns
+        -------
+        OwnCrossFit
+        """
+        cands = self._candidates(frame, seed)
+        key = cross_fit_key(
+            frame,
+            target,
+            folds,
+            task=self.task,
+            n_classes=n_classes,
+            spec=self.kind,
+            schema=self.schema,
+            seed=seed,
+            target_bounds=self.target_bounds,
+            kinds=tuple(self.candidates),
+        )
+        return cross_fit_own(
+            frame,
+            target,
+            task=self.task,
+            candidates=cands,
+            folds=folds,
+            n_classes=n_classes,
+            key=key,
+        )
+
+    def _candidates(self, frame: pd.DataFrame, seed: int) -> dict[str, Any]:
+        return own_candidates(
             self.kind,
             task=self.task,
             schema=self.schema,
@@ -151,29 +216,6 @@ class OwnLearner(TaskEstimatorMixin, BaseEstimator):
             target_bounds=self.target_bounds,
             kinds=tuple(self.candidates),
         )
-        if len(cands) == 1:
-            (choice, est), scores = next(iter(cands.items())), {}
-            fitted = fit_quietly(est, frame, target)
-        else:
-            folds = make_folds(target, int(self.cv), self.task, seed)
-            k = 0 if classes is None else len(classes)
-            key = cross_fit_key(
-                frame,
-                target,
-                folds,
-                task=self.task,
-                n_classes=k,
-                spec=self.kind,
-                schema=self.schema,
-                seed=seed,
-                target_bounds=self.target_bounds,
-                kinds=tuple(self.candidates),
-            )
-            found = cross_fit_own(
-                frame, target, task=self.task, candidates=cands, folds=folds, n_classes=k, key=key
-            )
-            choice, scores, fitted = found.choice, found.scores, found.estimator
-        return self.adopt(OwnCrossFit(choice, scores, np.empty((0, 0)), fitted), classes, frame)
 
     def adopt(
         self, found: OwnCrossFit, classes: np.ndarray | None, frame: pd.DataFrame

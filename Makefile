@@ -28,11 +28,12 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks
 
 # One pytest session on two worker processes (pytest-xdist). tests/conftest.py puts the end-to-end
-# runs (marked slow) first and --maxschedchunk 1 hands tests out one at a time, so the long runs
-# start at once on both workers and the short tests fill in around them.
+# runs (marked slow) first and --dist loadgroup hands tests out one at a time (a worker gets more
+# when it has two or fewer left), so the long runs start at once on both workers and the short
+# tests fill in around them; the ray-marked tests form one group, run on one worker in one child.
 # `pytest -m "not slow"` is the quick loop.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --maxschedchunk 1
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test: lint pytest
 

@@ -14,6 +14,7 @@ else:
     os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import contextlib
+import json
 import logging
 import secrets
 import shutil
@@ -32,6 +33,7 @@ import pandas as pd
 import pytest
 import torch
 from threadpoolctl import threadpool_limits
+from xdist.scheduler import LoadGroupScheduling
 
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
@@ -133,18 +135,145 @@ def split_features() -> dict[str, Any]:
     return {"schema": schema, "A": A, "C": C, "data": data}
 
 
+RAY_GROUP = "ray"
+"""The pytest-xdist group of the ``ray``-marked tests: ``--dist loadgroup`` runs them on one worker."""
+
+RAY_NODEID = pytest.StashKey[str]()
+"""A ``ray``-marked test's node id as collected (xdist appends ``@ray`` to it on a worker)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups of the items
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the end-to-end runs (marked ``slow``) first, in their collected order.
+    """Put the end-to-end runs (marked ``slow``) first, in their collected order; group the
+    ``ray``-marked tests.
 
     ``make test`` runs the whole suite in one pytest-xdist session: the long runs start at once
     and the thousands of short tests fill the workers around them, so neither worker idles at the
-    end waiting on a long run that happened to be scheduled last.
+    end waiting on a long run that happened to be scheduled last.  The ``ray``-marked tests go to
+    one worker (``xdist_group``), which runs those that share a local Ray instance in one child
+    process (see ``pytest_pyfunc_call``).
     """
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if os.environ.get(RAY_HERE) == "1":
+        return
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.stash[RAY_NODEID] = item.nodeid
+            item.add_marker(pytest.mark.xdist_group(RAY_GROUP))
 
 
 RAY_HERE = "PUBSUBML_TEST_RAY_HERE"
 """Set in the child pytest process that runs a ``ray``-marked test (see below)."""
+
+
+GROUPS_DIR = "pubsubml_xdist_groups"
+"""The ``workerinput`` key naming the folder where each xdist worker records its tests' groups."""
+
+
+class RecordedGroupScheduling(LoadGroupScheduling):
+    """``--dist loadgroup`` reading each test's ``xdist_group`` from what the workers recorded.
+
+    pytest-xdist 3.8 passes a test's group to its scheduler as an ``@group`` suffix that the
+    worker writes into the test's node id; pytest 9.2 keeps node ids in another field, so the
+    suffix is lost and every test is scheduled alone (pytest-dev/pytest-xdist#1386).  The workers
+    write their groups to a file instead (``pytest_collection_modifyitems`` below); the tests
+    keep their ids.
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        if not hasattr(self, "_groups"):
+            folder = Path(self.config.stash[XDIST_GROUPS])
+            self._groups: dict[str, str] = {}
+            for record in sorted(folder.glob("*.json")):
+                self._groups.update(json.loads(record.read_text()))
+        group = self._groups.get(nodeid)
+        return f"group:{group}" if group is not None else super()._split_scope(nodeid)
+
+
+XDIST_GROUPS = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The controller's scheduler for ``--dist loadgroup`` (see ``RecordedGroupScheduling``)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return RecordedGroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """The controller tells each worker where to record its tests' groups."""
+    config = node.config
+    if XDIST_GROUPS not in config.stash:
+        config.stash[XDIST_GROUPS] = tempfile.mkdtemp(prefix="xdist-groups")
+    node.workerinput[GROUPS_DIR] = config.stash[XDIST_GROUPS]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if XDIST_GROUPS in config.stash:
+        shutil.rmtree(config.stash[XDIST_GROUPS], ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker tells the controller its collection
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker: record each grouped test's ``xdist_group`` for the controller."""
+    workerinput: dict[str, Any] = getattr(session.config, "workerinput", {})
+    folder = workerinput.get(GROUPS_DIR)
+    if folder is None:
+        return
+    groups = {}
+    for item in session.items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names:
+            groups[item.nodeid] = "_".join(names)
+    record = Path(folder) / f"{workerinput['workerid']}.json"
+    temporary = record.with_suffix(".tmp")
+    temporary.write_text(json.dumps(groups))
+    temporary.replace(record)  # the controller never reads half a file
+
+
+RAY_REPORT = "PUBSUBML_TEST_RAY_REPORT"
+"""Set in a child pytest process: the file where it writes each test's outcome as JSON."""
+
+RAY_OUTCOMES = pytest.StashKey[dict[str, dict[str, str]]]()
+"""The outcomes of the ``ray``-marked tests a child process has run, by node id."""
+
+
+def _shares_local_ray(item: pytest.Item) -> bool:
+    """Whether a ``ray``-marked test can run in one child with others: it uses the session's local
+    Ray instance, not a cluster of its own (Ray keeps the first token it reads in a process)."""
+    return "ray_cluster" not in getattr(item, "fixturenames", ())
+
+
+def _run_ray_child(config: pytest.Config, nodeids: list[str]) -> dict[str, dict[str, str]]:
+    """Run ``nodeids`` in one child pytest process; their outcomes by node id."""
+    # The plugins no ray-marked test uses stay unloaded (their imports are a good part of a
+    # child's start).
+    unused = [f"-pno:{name}" for name in ("hypothesispytest", "schemathesis", "xdist", "anyio")]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *unused, "-rs"]
+    with tempfile.TemporaryDirectory(prefix="ray-child") as temp:
+        report = Path(temp) / "outcomes.json"
+        done = subprocess.run(
+            [*command, *nodeids],
+            cwd=config.rootpath,
+            env={**os.environ, RAY_HERE: "1", RAY_REPORT: str(report)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        outcomes: dict[str, dict[str, str]] = (
+            json.loads(report.read_text()) if report.exists() else {}
+        )
+    output = f"exit status {done.returncode}\n{done.stdout[-4000:]}{done.stderr[-2000:]}"
+    for nodeid in nodeids:  # a test the child never reported (it crashed, say) fails here
+        outcomes.setdefault(nodeid, {"outcome": "failed", "detail": output})
+    return outcomes
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -152,36 +281,65 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """Run a ``ray``-marked test in a child pytest process.
 
     Ray starts a raylet, a GCS and workers as children of the process that calls ``ray.init``,
-    and installs its own handlers in it; the child runs the one test in-process (with
-    ``RAY_HERE`` set), so none of that is left in the pytest-xdist worker, and the parent reports
-    the child's outcome.
+    and installs its own handlers in it; the child runs the test in-process (with ``RAY_HERE``
+    set), so none of that is left in the pytest-xdist worker, and the parent reports the child's
+    outcome.  The first such test to run also runs, in the same child, every other selected one
+    that shares the local instance (``ray_session``): one interpreter and one Ray start for all of
+    them.  That needs them all on this worker: without xdist, or with ``--dist loadgroup`` (their
+    ``xdist_group``); otherwise each runs in a child of its own.
     """
     if pyfuncitem.get_closest_marker("ray") is None or os.environ.get(RAY_HERE) == "1":
         return None
-    # The child runs this one test: the plugins no ray-marked test uses stay unloaded (their
-    # imports are a good part of a child's start).
-    unused = [f"-pno:{name}" for name in ("hypothesispytest", "schemathesis", "xdist", "anyio")]
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *unused, "-rs"]
-    done = subprocess.run(
-        [*command, pyfuncitem.nodeid],
-        cwd=pyfuncitem.config.rootpath,
-        env={**os.environ, RAY_HERE: "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    output = done.stdout[-4000:] + done.stderr[-2000:]
-    if done.returncode == 0 and " skipped" in done.stdout and " passed" not in done.stdout:
-        pytest.skip(done.stdout.strip().splitlines()[-2][:300])
-    assert done.returncode == 0, output
+    config = pyfuncitem.config
+    outcomes = config.stash.setdefault(RAY_OUTCOMES, {})
+    nodeid = pyfuncitem.stash.get(RAY_NODEID, pyfuncitem.nodeid)
+    if nodeid not in outcomes:
+        batch = [nodeid]
+        # On an xdist worker, `dist` reads "no" and `loadgroup` says how the tests were handed out.
+        together = not os.environ.get("PYTEST_XDIST_WORKER") or bool(config.getvalue("loadgroup"))
+        if together and _shares_local_ray(pyfuncitem):
+            batch += [
+                other.stash[RAY_NODEID]
+                for other in pyfuncitem.session.items
+                if other is not pyfuncitem
+                and RAY_NODEID in other.stash
+                and _shares_local_ray(other)
+                and other.stash[RAY_NODEID] not in outcomes
+            ]
+        outcomes.update(_run_ray_child(config, batch))
+    outcome = outcomes[nodeid]
+    if outcome["outcome"] == "skipped":
+        pytest.skip(outcome["detail"][:300])
+    if outcome["outcome"] == "failed":
+        pytest.fail(f"in the child pytest process:\n{outcome['detail']}", pytrace=False)
     return True
 
 
-@pytest.fixture(scope="module")
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In a child process of ``ray``-marked tests: note each test's outcome for the parent."""
+    if os.environ.get(RAY_HERE) != "1" or not os.environ.get(RAY_REPORT):
+        return
+    if report.when == "setup" and report.passed:
+        return  # a test that passes its setup and then ends the process must not count as passed
+    path = Path(os.environ[RAY_REPORT])
+    outcomes = json.loads(path.read_text()) if path.exists() else {}
+    if outcomes.get(report.nodeid, {}).get("outcome", "passed") != "passed":
+        return  # the first phase that skips or fails decides
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        outcomes[report.nodeid] = {"outcome": "skipped", "detail": reason.removeprefix("Skipped: ")}
+    elif report.failed:
+        outcomes[report.nodeid] = {"outcome": "failed", "detail": report.longreprtext[-6000:]}
+    elif report.when == "call":
+        outcomes[report.nodeid] = {"outcome": "passed", "detail": ""}
+    path.write_text(json.dumps(outcomes))
+
+
+@pytest.fixture(scope="session")
 def ray_session() -> Iterator[Any]:
-    """One local Ray instance with 2 CPUs per test module, in the child process of a ``ray``-
-    marked test (nothing in the parent); backends and commands find it running.  Skipped, with
-    the reason, where Ray cannot start (a sandbox without shared memory, say)."""
+    """One local Ray instance with 2 CPUs for the child process of the ``ray``-marked tests that
+    share it (nothing in the parent); backends and commands find it running.  Skipped, with the
+    reason, where Ray cannot start (a sandbox without shared memory, say)."""
     if os.environ.get(RAY_HERE) != "1":
         yield None
         return

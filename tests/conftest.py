@@ -33,12 +33,20 @@ import pandas as pd
 import pytest
 import torch
 from threadpoolctl import threadpool_limits
-from xdist.scheduler import LoadGroupScheduling
 
 from pubsubml.data import hyperplane_chunks, hyperplane_schema
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
 from pubsubml.methods.proxyfl.peers import free_port
 from pubsubml.schema import FeatureSchema
+
+# `--dist loadgroup` that keeps the tests' groups under pytest 9.2 (hooks of the controller and
+# the workers; see xdist_groups.py).
+from xdist_groups import (  # noqa: F401
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_make_scheduler,
+)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # The BLAS and OpenMP libraries pytest loaded before this file (numpy's and scipy's, through
@@ -164,78 +172,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 RAY_HERE = "PUBSUBML_TEST_RAY_HERE"
 """Set in the child pytest process that runs a ``ray``-marked test (see below)."""
-
-
-GROUPS_DIR = "pubsubml_xdist_groups"
-"""The ``workerinput`` key naming the folder where each xdist worker records its tests' groups."""
-
-
-class RecordedGroupScheduling(LoadGroupScheduling):
-    """``--dist loadgroup`` reading each test's ``xdist_group`` from what the workers recorded.
-
-    pytest-xdist 3.8 passes a test's group to its scheduler as an ``@group`` suffix that the
-    worker writes into the test's node id; pytest 9.2 keeps node ids in another field, so the
-    suffix is lost and every test is scheduled alone (pytest-dev/pytest-xdist#1386).  The workers
-    write their groups to a file instead (``pytest_collection_modifyitems`` below); the tests
-    keep their ids.
-    """
-
-    def _split_scope(self, nodeid: str) -> str:
-        if not hasattr(self, "_groups"):
-            folder = Path(self.config.stash[XDIST_GROUPS])
-            self._groups: dict[str, str] = {}
-            for record in sorted(folder.glob("*.json")):
-                self._groups.update(json.loads(record.read_text()))
-        group = self._groups.get(nodeid)
-        return f"group:{group}" if group is not None else super()._split_scope(nodeid)
-
-
-XDIST_GROUPS = pytest.StashKey[str]()
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """The controller's scheduler for ``--dist loadgroup`` (see ``RecordedGroupScheduling``)."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    return RecordedGroupScheduling(config, log)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """The controller tells each worker where to record its tests' groups."""
-    config = node.config
-    if XDIST_GROUPS not in config.stash:
-        config.stash[XDIST_GROUPS] = tempfile.mkdtemp(prefix="xdist-groups")
-    node.workerinput[GROUPS_DIR] = config.stash[XDIST_GROUPS]
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if XDIST_GROUPS in config.stash:
-        shutil.rmtree(config.stash[XDIST_GROUPS], ignore_errors=True)
-
-
-@pytest.hookimpl(tryfirst=True)  # before the worker tells the controller its collection
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """On an xdist worker: record each grouped test's ``xdist_group`` for the controller."""
-    workerinput: dict[str, Any] = getattr(session.config, "workerinput", {})
-    folder = workerinput.get(GROUPS_DIR)
-    if folder is None:
-        return
-    groups = {}
-    for item in session.items:
-        names = sorted(
-            {
-                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                for m in item.iter_markers("xdist_group")
-            }
-        )
-        if names:
-            groups[item.nodeid] = "_".join(names)
-    record = Path(folder) / f"{workerinput['workerid']}.json"
-    temporary = record.with_suffix(".tmp")
-    temporary.write_text(json.dumps(groups))
-    temporary.replace(record)  # the controller never reads half a file
 
 
 RAY_REPORT = "PUBSUBML_TEST_RAY_REPORT"

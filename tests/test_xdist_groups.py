@@ -10,6 +10,27 @@ from pathlib import Path
 
 TESTS = Path(__file__).parent
 
+
+def run_pytest(folder: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """pytest in ``folder`` with xdist and ``xdist_groups`` alone (no other plugin autoloads)."""
+    command = [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "xdist_groups"]
+    done = subprocess.run(
+        [*command, "-p", "no:cacheprovider", "-q", *options],
+        cwd=folder,
+        env={
+            **os.environ,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done
+
+
 GROUPED = """
 import os
 from pathlib import Path
@@ -22,7 +43,7 @@ def record(name: str) -> None:
 """
 
 
-def test_a_groups_tests_run_on_one_worker_and_keep_their_ids(tmp_path: Path) -> None:
+def test_the_tests_of_a_group_run_on_one_worker_and_keep_their_ids(tmp_path: Path) -> None:
     where, temp = tmp_path / "where", tmp_path / "tmp"
     where.mkdir()
     temp.mkdir()
@@ -62,22 +83,9 @@ def test_a_groups_tests_run_on_one_worker_and_keep_their_ids(tmp_path: Path) -> 
                         item.add_marker(pytest.mark.xdist_group("g"))
             """)
     )
-    command = [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "xdist_groups"]
-    done = subprocess.run(
-        [*command, "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-rA", "-q"],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-            "TMPDIR": str(temp),
-            "WHERE": str(where),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_pytest(
+        tmp_path, "-n", "2", "--dist", "loadgroup", "-rA", TMPDIR=str(temp), WHERE=str(where)
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "15 passed" in done.stdout
     workers = {p.name: p.read_text() for p in where.iterdir()}
     assert len(workers) == 15
@@ -94,19 +102,6 @@ def test_outside_xdist_the_hooks_do_nothing(tmp_path: Path) -> None:
     )
     temp = tmp_path / "tmp"
     temp.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "xdist_groups", "-q"],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-            "TMPDIR": str(temp),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    done = run_pytest(tmp_path, TMPDIR=str(temp))
     assert "1 passed" in done.stdout
     assert not list(temp.glob("xdist-groups*"))  # no folder without workers

@@ -147,7 +147,8 @@ RAY_GROUP = "ray"
 """The pytest-xdist group of the ``ray``-marked tests: ``--dist loadgroup`` runs them on one worker."""
 
 RAY_NODEID = pytest.StashKey[str]()
-"""A ``ray``-marked test's node id as collected (xdist appends ``@ray`` to it on a worker)."""
+"""A ``ray``-marked test's node id as collected, the one its child process is given (a
+pytest-xdist that writes the group into node ids, as 3.8 does under pytest 8, appends ``@ray``)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups of the items

@@ -59,6 +59,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller removes the folder of records."""
     if XDIST_GROUPS in config.stash:
         shutil.rmtree(config.stash[XDIST_GROUPS], ignore_errors=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ from pubsubml.artifacts import (
     key_id,
     make_artifact,
     predict_many,
+    published,
 )
 from pubsubml.artifacts.published import build_runner
 from pubsubml.errors import DigestMismatchError, SignatureError, UntrustedArtifactError
@@ -242,6 +244,60 @@ def test_networks_over_different_schemas_of_one_width_stack_in_row_blocks(
         reference = network.outputs(frame[model.input_features])
         np.testing.assert_allclose(out, reference, atol=1e-6)
         np.testing.assert_allclose(out, model.predict_outputs(frame), atol=1e-6)
+
+
+def test_repeated_calls_on_the_same_networks_reuse_their_stack(
+    make_network: Callable[..., Any],
+    signing_key: Ed25519PrivateKey,
+    trusted: dict[str, Ed25519PublicKey],
+    X: pd.DataFrame,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(published, "_STACKS", OrderedDict())
+    models = [
+        export_model(make_network(seed=20 + i), publisher=f"p{i}", signing_key=signing_key).open(
+            trusted
+        )
+        for i in range(4)
+    ]
+    built: list[int] = []
+    real = published.MLPStack
+
+    def counting(runners: Any) -> Any:
+        built.append(len(runners))
+        return real(runners)
+
+    monkeypatch.setattr(published, "MLPStack", counting)
+    first = predict_many(models, X, max_chunk_bytes=1, blas_threads=None)  # one network a chunk
+    again = predict_many(models, X.iloc[:5], blas_threads=None)  # other rows, other chunks
+    fewer = predict_many(models[1:], X, blas_threads=None)  # other networks: stacked anew
+    assert built == [4, 3]
+    for model, out, out5 in zip(models, first, again, strict=True):
+        np.testing.assert_allclose(out, model.predict_outputs(X), atol=1e-6)
+        np.testing.assert_allclose(out5, model.predict_outputs(X.iloc[:5]), atol=1e-6)
+    for model, out in zip(models[1:], fewer, strict=True):
+        np.testing.assert_allclose(out, model.predict_outputs(X), atol=1e-6)
+    assert len(published._STACKS) == 1  # one architecture: the last stack only
+
+
+def test_models_of_equal_schemas_share_a_key_and_their_features(
+    make_network: Callable[..., Any],
+    schema: FeatureSchema,
+    signing_key: Ed25519PrivateKey,
+    trusted: dict[str, Ed25519PublicKey],
+) -> None:
+    other = FeatureSchema(features=(*schema.features[:2], schema.features[3]))
+    one, two, three = (
+        export_model(make_network(seed=s, over=o), publisher="p", signing_key=signing_key).open(
+            trusted
+        )
+        for s, o in ((1, None), (2, None), (3, other))
+    )
+    assert one.card.input_schema is not two.card.input_schema
+    assert one.schema_key == two.schema_key != three.schema_key
+    features = one.input_features
+    features.append("changed")  # a copy: the model's features stay as they are
+    assert one.input_features == list(schema.names) and three.input_features == list(other.names)
 
 
 # ---- weights ----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ networks of one architecture into one batched matmul per layer.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +30,6 @@ from pubsubml.errors import (
     DigestMismatchError,
     UntrustedArtifactError,
 )
-from pubsubml.schema import FeatureSchema
 
 __all__ = [
     "PublishedModel",
@@ -87,6 +88,8 @@ class PublishedModel:
         self._runner = runner
         self._weights = weights
         self._classes = None if card.classes is None else np.asarray(card.classes)
+        self._features: tuple[str, ...] | None = None
+        self._schema_key: str | None = None
 
     @classmethod
     def load(
@@ -162,7 +165,20 @@ class PublishedModel:
     @property
     def input_features(self) -> list[str]:
         """Names of the features the model reads, in its order."""
-        return self.card.input_features
+        if self._features is None:  # the card is frozen: read its schema once
+            self._features = tuple(self.card.input_features)
+        return list(self._features)
+
+    @property
+    def schema_key(self) -> str:
+        """The card's input schema as JSON: models with equal keys encode rows alike.
+
+        Computed once (the card is frozen), so grouping many models by how they encode costs a
+        string comparison each rather than a comparison of their schemas field by field.
+        """
+        if self._schema_key is None:
+            self._schema_key = self.card.input_schema.model_dump_json()
+        return self._schema_key
 
     @property
     def classes(self) -> np.ndarray | None:
@@ -299,33 +315,64 @@ def predict_many(
 def _predict_many(
     models: Sequence[PublishedModel], X: Any, max_chunk_bytes: int, block_rows: int
 ) -> list[np.ndarray]:
-    encoded: dict[FeatureSchema, np.ndarray] = {}
+    encoded: dict[str, np.ndarray] = {}
 
     def encode(model: PublishedModel) -> np.ndarray:
-        schema = model.card.input_schema
-        if schema not in encoded:
-            encoded[schema] = model.encode(X)
-        return encoded[schema]
+        key = model.schema_key
+        if key not in encoded:
+            encoded[key] = model.encode(X)
+        return encoded[key]
 
     results: list[np.ndarray | None] = [None] * len(models)
-    groups: dict[tuple[Any, ...], list[tuple[int, MLPRunner]]] = {}
+    groups: dict[_ArchKey, list[tuple[int, MLPRunner]]] = {}
     for i, model in enumerate(models):
         runner = model._runner
         if isinstance(runner, MLPRunner):
             arch = runner.architecture
-            key = (tuple(arch.layer_sizes), arch.activation, arch.output_activation)
+            key: _ArchKey = (tuple(arch.layer_sizes), arch.activation, arch.output_activation)
             groups.setdefault(key, []).append((i, runner))
         else:
             results[i] = runner.run(encode(model))
-    for (sizes, _, _), members in groups.items():
+    for key, members in groups.items():
         rows = min(block_rows, encode(models[members[0][0]]).shape[0])
-        chunk = max(1, max_chunk_bytes // max(rows * max(sizes) * 4, 1))
+        chunk = max(1, max_chunk_bytes // max(rows * max(key[0]) * 4, 1))
+        stacked = _stacked(key, [r for _, r in members])
         for start in range(0, len(members), chunk):
             part = members[start : start + chunk]
             inputs = [encode(models[i]) for i, _ in part]
             shared = all(z is inputs[0] for z in inputs)
-            stack = MLPStack([r for _, r in part])
+            stack = stacked.part(start, start + len(part))
             out = stack.run(inputs[0] if shared else np.stack(inputs), block_rows=rows)
             for k, (i, _) in enumerate(part):
                 results[i] = out[k]
     return [r for r in results if r is not None]
+
+
+_ArchKey = tuple[tuple[int, ...], str, str]
+_STACKS: OrderedDict[_ArchKey, tuple[tuple[MLPRunner, ...], MLPStack]] = OrderedDict()
+"""The last stack built per architecture (a few architectures at most), with its networks."""
+_STACKS_KEPT = 4
+_STACKS_LOCK = threading.Lock()
+
+
+def _stacked(key: _ArchKey, runners: Sequence[MLPRunner]) -> MLPStack:
+    """An :class:`MLPStack` of ``runners``, reused while the same networks come in the same order.
+
+    A subscriber runs the same subscribed networks on its fusion rows, then on every row it
+    scores: stacking their weights (a copy of each, and a numpy call per array) is done once, not
+    per call.  One stack is kept per architecture (:data:`_STACKS_KEPT` architectures), holding
+    its networks so that they are the ones compared by identity; it costs one more copy of those
+    networks' weights while kept.
+    """
+    with _STACKS_LOCK:
+        kept = _STACKS.get(key)
+    if kept is not None and len(kept[0]) == len(runners):
+        if all(a is b for a, b in zip(kept[0], runners, strict=True)):
+            return kept[1]
+    stack = MLPStack(runners)
+    with _STACKS_LOCK:
+        _STACKS[key] = (tuple(runners), stack)
+        _STACKS.move_to_end(key)
+        while len(_STACKS) > _STACKS_KEPT:
+            _STACKS.popitem(last=False)
+    return stack

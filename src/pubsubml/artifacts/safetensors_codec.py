@@ -244,13 +244,35 @@ class MLPStack:
         if not runners:
             raise ValueError("an MLPStack needs at least one network")
         arch = runners[0].architecture
-        if any(r.architecture != arch for r in runners):
+        if any(r.architecture is not arch and r.architecture != arch for r in runners):
             raise ValueError("all networks of an MLPStack must share one architecture")
         self.architecture = arch
         self.weights_t = [np.stack([r.weights_t[i] for r in runners]) for i in range(arch.n_layers)]
         self.biases = [
             np.stack([r.biases[i] for r in runners])[:, None, :] for i in range(arch.n_layers)
         ]
+
+    def part(self, start: int, stop: int) -> MLPStack:
+        """Networks ``start`` … ``stop - 1`` as a stack of their own, sharing this one's arrays.
+
+        Examples
+        --------
+        >>> from pubsubml.artifacts.card import MLPArchitecture
+        >>> arch = MLPArchitecture(layer_sizes=[2, 3, 2], activation="tanh",
+        ...                        output_activation="softmax")
+        >>> rng = np.random.default_rng(0)
+        >>> nets = [MLPRunner([(rng.normal(size=(3, 2)).astype(np.float32), np.zeros(3, np.float32)),
+        ...                    (rng.normal(size=(2, 3)).astype(np.float32), np.zeros(2, np.float32))],
+        ...                   arch) for _ in range(3)]
+        >>> Z = rng.normal(size=(4, 2)).astype(np.float32)
+        >>> bool(np.array_equal(MLPStack(nets).part(1, 3).run(Z), MLPStack(nets[1:]).run(Z)))
+        True
+        """
+        view = object.__new__(MLPStack)
+        view.architecture = self.architecture
+        view.weights_t = [w[start:stop] for w in self.weights_t]
+        view.biases = [b[start:stop] for b in self.biases]
+        return view
 
     def __len__(self) -> int:
         return int(self.weights_t[0].shape[0])

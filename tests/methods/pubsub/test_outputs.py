@@ -151,6 +151,16 @@ def test_align_outputs_orders_columns_by_the_subscriber_labels() -> None:
     assert aligned.dtype == np.float64
 
 
+def test_outputs_already_in_the_subscriber_order_come_back_as_a_float64_copy() -> None:
+    model = Box(["a"], classes=["no", "yes"])
+    for out in (np.array([[0.1, 0.9], [0.6, 0.4]]), np.array([[0.25, 0.75]], np.float32)):
+        aligned = align_outputs(out, model, np.array(["no", "yes"]), 0)
+        np.testing.assert_array_equal(aligned, out)
+        assert aligned.dtype == np.float64 and not np.shares_memory(aligned, out)
+    with pytest.raises(DataValidationError, match="NaN or infinite"):
+        align_outputs(np.array([[np.nan, 1.0]]), model, np.array(["no", "yes"]), 2)
+
+
 def test_align_outputs_makes_one_column_of_regression_outputs() -> None:
     for out in (np.array([1.0, 2.0]), np.array([[1.0], [2.0]])):
         np.testing.assert_array_equal(align_outputs(out, Box(["a"]), None, 0), [[1.0], [2.0]])

@@ -261,15 +261,19 @@ def align_outputs(
             raise DataValidationError(
                 f"model {index}: predict_proba gave shape {arr.shape} for {len(mc)} classes"
             )
-        where = {c: j for j, c in enumerate(np.asarray(classes).tolist())}
-        unknown = [c for c in mc if c not in where]
-        if unknown:
-            raise LabelError(
-                f"model {index} predicts labels {unknown} outside the subscriber's classes "
-                f"{list(where)}; its outputs cannot be aligned"
-            )
-        col = np.zeros((arr.shape[0], len(where)))
-        col[:, [where[c] for c in mc]] = arr
+        order = np.asarray(classes).tolist()
+        if mc == order:  # already in the subscriber's order (most models): no reordering
+            col = arr.copy() if arr is out else arr
+        else:
+            where = {c: j for j, c in enumerate(order)}
+            unknown = [c for c in mc if c not in where]
+            if unknown:
+                raise LabelError(
+                    f"model {index} predicts labels {unknown} outside the subscriber's classes "
+                    f"{list(where)}; its outputs cannot be aligned"
+                )
+            col = np.zeros((arr.shape[0], len(where)))
+            col[:, [where[c] for c in mc]] = arr
     if not np.all(np.isfinite(col)):
         raise DataValidationError(f"model {index} returned NaN or infinite outputs")
     return col

@@ -13,8 +13,13 @@ its ratio to the smallest n's (how much dearer a subscriber gets with n models),
 exponent b of ``total ≈ a·n^b``.  Target (issue): 5,000 × 5,000 within 60 minutes on this
 machine.
 
+``--customizer paper`` runs the subscribers' CUSTOMIZE as the paper does (Tra/Cus split, Table 4's
+own network, the fully connected fusion; :func:`pubsubml.experiments.pubsub.selection.customize_options`)
+instead of the Customizer's defaults; ``--probe-subscribers 0`` customizes every subscriber of the
+probe, so its n × n run is measured whole instead of estimated.
+
 Run: ``.venv/bin/python benchmarks/pubsub_scale.py --executor ray --jobs 2`` (``--max-publishers``,
-``--probe``, ``--probe-subscribers``).
+``--probe``, ``--probe-subscribers``, ``--customizer``).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pubsubml.experiments.pubsub.publishers_scale import (
     scale_run,
 )
 from pubsubml.experiments.pubsub.scale_tasks import peak_rss_gib
-from pubsubml.experiments.pubsub.selection import SIZES
+from pubsubml.experiments.pubsub.selection import PROTOCOLS, SIZES
 
 
 def _estimate(records: list[dict], n: int, jobs: int) -> dict[str, float]:
@@ -58,14 +63,31 @@ def _estimate(records: list[dict], n: int, jobs: int) -> dict[str, float]:
         "total": publishers + customize,
         "parent_peak": float(run["parent_peak_gib"]),
         "worker_peak": float(run["worker_peak_gib"]),
+        "measured": float(run["total_s"]),
+        "measured_customize": float(run["customize_s"]),
     }
+
+
+def _scores(records: list[dict]) -> str:
+    """Mean accuracy of PubSub-ML and of Own (M^s) over the subscribers that ran."""
+    frame = pd.DataFrame(records)
+    means = frame[frame["method"] != "run"].groupby("method")["score"].mean()
+    return ", ".join(f"{method} {value:.3f}" for method, value in means.items())
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-publishers", type=int, default=100)
     parser.add_argument("--probe", type=int, default=5000, help="0: no probe")
-    parser.add_argument("--probe-subscribers", type=int, default=8)
+    parser.add_argument(
+        "--probe-subscribers", type=int, default=8, help="0: all of them (the whole n × n run)"
+    )
+    parser.add_argument(
+        "--customizer",
+        choices=PROTOCOLS,
+        default="default",
+        help="the subscribers' CUSTOMIZE: the Customizer's defaults or the paper's protocol",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--executor", choices=sorted(EXECUTORS), default="ray")
     parser.add_argument("--seed", type=int, default=0)
@@ -76,25 +98,34 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
     rows: list[dict] = []
     probe: dict[str, float] | None = None
+    probe_scores = ""
     with make_executor(args.executor, args.jobs) as pool:
         list(pool.submit(peak_rss_gib, [()] * pool.jobs))  # start the workers, untimed
         for n in scale_counts(False, args.max_publishers):
             t0 = time.perf_counter()
-            rows += scale_run(pool, n, sizes, seed=args.seed, fold=0)
+            rows += scale_run(pool, n, sizes, seed=args.seed, fold=0, protocol=args.customizer)
             print(f"n = {n}: {time.perf_counter() - t0:.1f} s", flush=True)
         if args.probe:
             t0 = time.perf_counter()
             records = scale_run(
-                pool, args.probe, sizes, seed=args.seed, fold=0, subscribers=args.probe_subscribers
+                pool,
+                args.probe,
+                sizes,
+                seed=args.seed,
+                fold=0,
+                subscribers=args.probe_subscribers or None,
+                protocol=args.customizer,
             )
             probe = _estimate(records, args.probe, args.jobs)
+            probe_scores = _scores(records)
             print(f"probe n = {args.probe}: {time.perf_counter() - t0:.1f} s", flush=True)
 
     runs = run_summary(pd.DataFrame(rows))
     ref = float(runs["s per subscriber"].iloc[0])
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, {args.jobs} {args.executor} "
-        f"worker(s), load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+        f"worker(s), load average {load_before:.1f} -> {os.getloadavg()[0]:.1f}; CUSTOMIZE "
+        f"protocol: {args.customizer}"
     )
     print(
         "| n | subscribers | publishers s | customize s | total s | s per subscriber | ratio to n = "
@@ -113,6 +144,16 @@ def main(argv: list[str] | None = None) -> None:
     if probe is not None:
         n = args.probe
         per = probe["customize"] / n
+        if probe["k"] == n:  # every subscriber ran: measured, not estimated
+            print(
+                f"n = {n} × {n}, every subscriber run: {probe['measured']:.0f} s "
+                f"({probe['measured'] / 60:.1f} min; publishers' phases {probe['publishers']:.1f} "
+                f"s, subscribers {probe['measured_customize']:.0f} s wall); target <= 3600 s: "
+                f"{'met' if probe['measured'] <= 3600 else 'missed'} (ratio "
+                f"{probe['measured'] / 3600:.2f}); peak RSS driver {probe['parent_peak']:.2f} GiB, "
+                f"worker {probe['worker_peak']:.2f} GiB; accuracy {probe_scores}"
+            )
+        print(f"probe n = {n}: accuracy over the subscribers run: {probe_scores}")
         print(
             f"probe n = {n} ({int(probe['k'])} subscribers run): publishers' phases "
             f"{probe['publishers']:.1f} s; one subscriber {probe['per_subscriber']:.2f} s of a "

@@ -40,6 +40,21 @@ def test_scale_run_has_n_subscribers_and_a_run_record(monkeypatch: pytest.Monkey
     )
 
 
+def test_scale_run_with_the_papers_customize() -> None:
+    with make_executor("process", jobs=1) as pool:
+        records = scale_run(pool, 3, TINY, seed=0, fold=0, protocol="paper")
+        default = scale_run(pool, 3, TINY, seed=0, fold=0, subscribers=1)
+        with pytest.raises(ValueError, match="unknown CUSTOMIZE protocol 'fast'"):
+            scale_run(pool, 3, TINY, seed=0, fold=0, protocol="fast")
+    table = pd.DataFrame(records)
+    run = table[table["method"] == "run"].iloc[0]
+    assert run["protocol"] == "paper" and run["n_subscribers"] == 3
+    fused = table[table["method"] == "PubSub-ML"]
+    assert sorted(fused["subscriber"]) == ["s0", "s1", "s2"]
+    assert (fused["n_models"] == 4).all() and fused["score"].between(0, 1).all()
+    assert pd.DataFrame(default).query("method == 'run'")["protocol"].item() == "default"
+
+
 def test_counts_growth_and_options() -> None:
     assert scale_counts(False, 5000) == [5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
     assert scale_counts(False, 60) == [5, 10, 20, 50]
@@ -51,9 +66,16 @@ def test_counts_growth_and_options() -> None:
     assert all(np.isnan(growth([10], [1.0])))
 
     exp = get_experiment("pubsub-publishers")
-    assert exp.options(subscribers="all").params == {"subscribers": "all", "max_publishers": 5000}
+    assert exp.options(subscribers="all").params == {
+        "subscribers": "all",
+        "max_publishers": 5000,
+        "customizer": "default",
+    }
+    assert exp.options(customizer="paper").params["customizer"] == "paper"
     with pytest.raises(ValueError, match="--subscribers must be one of"):
         exp.options(subscribers="some")
+    with pytest.raises(ValueError, match="--customizer must be one of"):
+        exp.options(customizer="fast")
     with pytest.raises(ValueError, match="below the smallest n"):
         exp.options(max_publishers=3)
 

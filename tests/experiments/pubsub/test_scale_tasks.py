@@ -134,6 +134,24 @@ def test_subscribers_in_batches_score_as_one_by_one(fold: Any, published: Any) -
     assert sum("customize_s" in r for r in records) == len(subscribers)
 
 
+def test_subscribers_in_batches_take_the_protocol(fold: Any, published: Any) -> None:
+    hub, keys = published
+    subscribers = _subscribers(fold)[:2]
+    received, _ = pull_models(hub, keys, "s")
+    alone = [
+        (name, r["method"], r["score"])
+        for name, fit, test, seed in subscribers
+        for r in customize_records(
+            received, fit, test, (None,), seed=seed, protocol="paper", sizes=TINY
+        )
+    ]
+    with make_executor("process", jobs=1) as pool:
+        records, _ = customize_subscribers(
+            pool, ship(hub, keys), subscribers, protocol="paper", sizes=TINY
+        )
+    assert [(r["subscriber"], r["method"], r["score"]) for r in records] == alone
+
+
 def test_a_worker_loads_a_shipment_once_for_its_batches(
     fold: Any, published: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

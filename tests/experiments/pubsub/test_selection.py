@@ -9,13 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pubsubml.data import hyperplane_schema
 from pubsubml.errors import PrivacyBudgetExceededError
-from pubsubml.experiments.pubsub import compared
+from pubsubml.experiments.pubsub import compared, selection
 from pubsubml.experiments.pubsub.hyperplane import HyperplaneSite, make_consortium
 from pubsubml.experiments.pubsub.selection import (
     SIZES,
     Fold,
     config_label,
+    customize_options,
     customize_records,
     own_records,
     publish_models,
@@ -26,6 +28,9 @@ from pubsubml.experiments.pubsub.selection import (
     train_many_publishers,
 )
 from pubsubml.experiments.runner import kfold_indices
+from pubsubml.learners.mlp import DPMLPClassifier
+from pubsubml.methods.pubsub.customizer import Customizer
+from pubsubml.methods.pubsub.outputs import published_runner
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,6 +151,61 @@ def test_customize_records_one_row_per_configuration(fold: Fold) -> None:
     assert [(r["method"], r["n_models"]) for r in without] == [("Top-1", 1)]
 
 
+def test_paper_protocol_is_the_papers_customize() -> None:
+    assert customize_options("default", TINY, seed=0) == {}
+    paper = customize_options("paper", TINY, seed=4)
+    own = paper.pop("own_model")
+    assert paper == {
+        "cv": "holdout",
+        "fusion_model": "linear",
+        "train_split": 0.75,
+        "fusion_split": 0.25,
+        "selection_metric": "accuracy",
+    }
+    # M^s is Table 4's network as the publishers train it, without DP
+    assert isinstance(own, DPMLPClassifier) and own.dp is False
+    assert own.hidden_layer_sizes == TINY.hidden and own.epochs == TINY.epochs
+    assert own.random_state == 4
+    with pytest.raises(ValueError, match="unknown CUSTOMIZE protocol 'fast'"):
+        customize_options("fast", TINY, seed=0)
+
+
+def test_paper_protocol_runs_the_subscribed_models_on_cus_and_test_rows_only(
+    fold: Fold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models, _ = train_many_publishers(fold.publishers, TINY, seed=0)
+    hub, keys, _ = publish_models(models, fold.names, TINY)
+    received, _ = pull_models(hub, keys, "s0")
+    (X_fit, y_fit), test = fold.sub_fit[0], fold.sub_test[0]
+    seen: list[tuple[int, int]] = []
+
+    def counting(models: Any, frame: pd.DataFrame, method: str) -> Any:
+        seen.append((len(models), len(frame)))
+        return published_runner(models, frame, method)
+
+    monkeypatch.setattr(selection, "published_runner", counting)
+    default = customize_records(received, (X_fit, y_fit), test, (None,), seed=0)
+    assert seen[0] == (3, len(X_fit))  # cross-fitting: every fit row goes through the models
+    seen.clear()
+    paper = customize_records(
+        received, (X_fit, y_fit), test, (None,), seed=0, protocol="paper", sizes=TINY
+    )
+    # the 3 subscribed models on Cus (25 % of the fit rows), then on the scored rows
+    assert [call for call in seen if call[0]] == [(3, round(0.25 * len(X_fit))), (3, len(test[0]))]
+    assert [r["method"] for r in paper] == [r["method"] for r in default] == ["All", "Own (M^s)"]
+
+    # the same customized model as the Customizer given the paper's options by hand
+    by_hand = Customizer(
+        models=received,
+        schema=hyperplane_schema(),
+        runner=published_runner,
+        random_state=0,
+        **customize_options("paper", TINY, seed=0),
+    ).fit(X_fit, y_fit)
+    assert paper[0]["score"] == by_hand.score(*test)
+    assert paper[0]["n_models"] == len(by_hand.selected_ids_) == len(received) + 1
+
+
 def test_own_records_score_each_subscriber_alone(
     monkeypatch: pytest.MonkeyPatch, sites: tuple[list[HyperplaneSite], list[HyperplaneSite]]
 ) -> None:
@@ -169,6 +229,11 @@ def test_own_records_score_each_subscriber_alone(
         assert (call["seed"], call["fold"], call["folds"]) == (3, 1, TINY.folds)
         assert tuple(call["methods"]) == ("Own",)
         assert call["config"].hidden_layer_sizes == TINY.hidden
+        assert call["config"].own_model == "auto"
+    calls.clear()
+    scores = iter([0.5])
+    own_records(subs[:1], TINY, seed=3, fold=1, own_model="paper")
+    assert calls[0]["config"].own_model == "paper"  # Table 4's network without DP (§7.3)
 
 
 # ---- one fold --------------------------------------------------------------------------------
@@ -210,3 +275,16 @@ def test_publishers_fold_nests_the_publishers(tiny_size: str) -> None:
         (3, "s1", "Own"),
         (3, "s1", "Own (M^s)"),
     ]
+
+
+def test_publishers_fold_with_the_papers_customize(tiny_size: str) -> None:
+    records = publishers_fold(0, 0, size=tiny_size, customizer="paper")
+    fused = [r for r in records if r["method"] == "PubSub-ML"]
+    assert [(r["n_publishers"], r["subscriber"], r["n_models"]) for r in fused] == [
+        (1, "s0", 2),
+        (3, "s0", 4),
+        (3, "s1", 4),
+    ]
+    assert all(0.0 <= r["score"] <= 1.0 for r in records)
+    with pytest.raises(ValueError, match="unknown CUSTOMIZE protocol"):
+        publishers_fold(0, 0, size=tiny_size, customizer="fast")

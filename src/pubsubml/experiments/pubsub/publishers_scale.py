@@ -31,13 +31,14 @@ from pubsubml.experiments.pubsub.scale_tasks import (
     peak_rss_gib,
     train_and_publish,
 )
-from pubsubml.experiments.pubsub.selection import SIZES, ScaleSizes, split_sites
+from pubsubml.experiments.pubsub.selection import SIZES, ScaleSizes, check_protocol, split_sites
 from pubsubml.experiments.reports import markdown_table, summarize, write_results
 from pubsubml.experiments.runner import Record, progress_bar
 
 __all__ = [
     "PAPER_COUNTS",
     "growth",
+    "protocol_note",
     "report_scale",
     "run_summary",
     "scale_counts",
@@ -66,11 +67,14 @@ def scale_run(
     seed: int,
     fold: int,
     subscribers: int | None = None,
+    protocol: str = "default",
 ) -> list[Record]:
     """One simulation with ``n`` publishers and ``n`` subscribers on ``pool`` (an executor).
 
     ``subscribers`` customizes only the first that many of the n subscribers (a probe of the cost
-    per subscriber at a large n; the records say how many ran).
+    per subscriber at a large n; the records say how many ran).  ``protocol`` is the subscribers'
+    CUSTOMIZE (:func:`~pubsubml.experiments.pubsub.selection.customize_options`): the
+    Customizer's defaults, or ``"paper"``, the paper's Tra/Cus split and fully connected fusion.
 
     Returns
     -------
@@ -82,6 +86,7 @@ def scale_run(
         ``customize_s`` (wall), ``load_s`` (summed over the workers' loads), ``total_s``,
         ``parent_peak_gib``, ``worker_peak_gib``.
     """
+    check_protocol(protocol)
     t_start = time.perf_counter()
     pubs, subs = make_consortium(n, n, sizes.rows, seed=seed)
     data = split_sites(pubs, subs, folds=sizes.folds, fold=fold, seed=seed)
@@ -93,7 +98,7 @@ def scale_run(
         (f"s{j}", fit, test, seed + j)
         for j, (fit, test) in enumerate(zip(data.sub_fit, data.sub_test, strict=True))
     ][:subscribers]
-    records, phases = customize_subscribers(pool, shipment, chosen)
+    records, phases = customize_subscribers(pool, shipment, chosen, protocol=protocol, sizes=sizes)
     out: list[Record] = []
     for r in records:
         r = {k: v for k, v in r.items() if k not in ("select_s", "fuse_s")}
@@ -116,6 +121,7 @@ def scale_run(
             "parent_peak_gib": peak_rss_gib(),
             "worker_peak_gib": max(published["worker_peak_gib"], phases["worker_peak_gib"]),
             "workers": pool.jobs,
+            "protocol": protocol,
         }
     )
     return out
@@ -125,6 +131,7 @@ def scale_table(opts: RunOptions) -> pd.DataFrame:
     """Every n of :func:`scale_counts` (increasing) for every seed and fold, on one pool."""
     sizes = SIZES["smoke" if opts.smoke else "full"]
     counts = scale_counts(opts.smoke, int(opts.params["max_publishers"]))
+    protocol = str(opts.params.get("customizer", "default"))
     rows: list[Record] = []
     pool = make_executor(opts.executor, opts.jobs, opts.address)
     with pool, progress_bar(opts.progress) as bar:
@@ -136,10 +143,24 @@ def scale_table(opts: RunOptions) -> pd.DataFrame:
         for seed in range(opts.seeds):
             for fold in range(opts.folds):
                 for n in counts:
-                    for r in scale_run(pool, n, sizes, seed=seed, fold=fold):
+                    for r in scale_run(pool, n, sizes, seed=seed, fold=fold, protocol=protocol):
                         rows.append({"seed": seed, "fold": fold, **r})
                     bar.advance(task, n * n)
     return pd.DataFrame(rows)
+
+
+def protocol_note(protocol: str) -> str:
+    """One sentence on the subscribers' CUSTOMIZE protocol of a run."""
+    if protocol == "paper":
+        return (
+            "CUSTOMIZE as the paper runs it (`--customizer paper`, pubsub-ml.txt §4, §7): M^s is "
+            "Table 4's network without DP on Tra (75 % of the subscriber's fit part), the fully "
+            "connected fusion layer is fitted on Cus (the other 25 %)."
+        )
+    return (
+        "CUSTOMIZE with the Customizer's defaults (`--customizer default`): M^s chosen among "
+        "three kinds and cross-fitted over 5 folds, the stacked fusion on every fit row."
+    )
 
 
 def growth(n: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
@@ -220,7 +241,8 @@ def report_scale(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> list[P
             "n publishers and n subscribers for each n, as pubsub-ml.txt appendix B sets Fig. 8 "
             "up; accuracy of every subscriber on its held-out 20 % (mean ± SE over seeds, folds "
             "and the n subscribers). PubSub-ML fuses all n models with the own model (All); "
-            "Own (M^s) is the own model inside the customization alone.",
+            "Own (M^s) is the own model inside the customization alone. "
+            + protocol_note(str(opts.params.get("customizer", "default"))),
             "## Time and memory per n\n\n"
             + markdown_table(runs, digits=2)
             + f"\n\n{workers} worker(s) on the `{opts.executor}` executor, started once (their "

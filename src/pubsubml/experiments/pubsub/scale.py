@@ -28,6 +28,7 @@ from pubsubml.experiments.pubsub.scale_reporting import (
     order_rows,
 )
 from pubsubml.experiments.pubsub.selection import (
+    PROTOCOLS,
     SIZES,
     config_label,
     publishers_fold,
@@ -53,6 +54,19 @@ OWN_NOTE = (
     "inside the customization (the same learner, cross-fitted on the fit part and refit on all "
     "of it, with the Customizer's seed), the candidate PubSub-ML fuses with the subscribed models."
 )
+PAPER_OWN_NOTE = (
+    "With `--customizer paper` (pubsub-ml.txt §4, §7): Own is Table 4's network trained without "
+    "DP on the whole 80 % fit part; PubSub-ML trains the same network as M^s on Tra (75 % of the "
+    "fit part) and fits the fully connected fusion layer on Cus (the other 25 %); Own (M^s) is "
+    "that M^s alone."
+)
+
+
+def own_note(opts: RunOptions) -> str:
+    """What Own and Own (M^s) are under the run's ``--customizer``."""
+    return PAPER_OWN_NOTE if opts.params.get("customizer") == "paper" else OWN_NOTE
+
+
 # pubsub-ml.txt Table 6 (seconds, the paper's GPU machine, one subscriber).
 PAPER_TABLE6 = {"All": 185, "Top-100": 143, "Top-50": 138, "Top-10": 135, "FL(V)": 683}
 
@@ -181,7 +195,7 @@ def report_publishers(table: pd.DataFrame, out_dir: Path, opts: RunOptions) -> l
     notes = "\n\n".join(
         [
             "PubSub-ML accuracy (fusing all n models plus the own model) on each subscriber's "
-            "held-out 20 %, mean ± SE over seeds, folds and subscribers. " + OWN_NOTE + " "
+            "held-out 20 %, mean ± SE over seeds, folds and subscribers. " + own_note(opts) + " "
             "pubsub-ml.txt appendix B, Fig. 8.",
             "## Differences from the paper\n\n"
             f"* n = {', '.join(map(str, sorted(set(curve['n_publishers'].astype(int)))))} "
@@ -397,7 +411,13 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     _split_experiment(
         "pubsub-publishers",
         "Fig. 8: accuracy against the number of publishers (pubsub-ml.txt app. B).",
-        lambda o: [{"size": _size(o), "max_publishers": o.params["max_publishers"]}],
+        lambda o: [
+            {
+                "size": _size(o),
+                "max_publishers": o.params["max_publishers"],
+                "customizer": o.params["customizer"],
+            }
+        ],
         publishers_fold,
         report_publishers,
         {size: SIZES[size].folds for size in ("smoke", "full")},
@@ -416,6 +436,14 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                 "The largest n of the paper's grid 5, 10, 20, 50, … 5,000 to run ('capped' stops "
                 "at 1,000).",
                 minimum=1,
+            ),
+            Param(
+                "customizer",
+                "default",
+                "The subscribers' CUSTOMIZE: 'default', the Customizer's defaults (cross-fitted "
+                "own model and stacked fusion); 'paper', the paper's Tra/Cus split, Table 4's "
+                "own network and the fully connected fusion (§4, §7).",
+                choices=PROTOCOLS,
             ),
         ),
         run_table=lambda o: scale_table(o) if o.params["subscribers"] == "all" else None,

@@ -196,12 +196,17 @@ def _subscriber_batch(
     shipment: Shipment,
     subscribers: Sequence[tuple[str, Frame, Frame, int]],
     top_ms: Sequence[int | None],
+    protocol: str = "default",
+    sizes: ScaleSizes | None = None,
 ) -> tuple[list[Record], float, float]:
     received, t_load = _loaded(shipment)
     out: list[Record] = []
     for name, fit, test, seed in subscribers:
         t0 = time.perf_counter()
-        for r in customize_records(received, fit, test, top_ms, seed=seed):
+        records = customize_records(
+            received, fit, test, top_ms, seed=seed, protocol=protocol, sizes=sizes
+        )
+        for r in records:
             out.append({"subscriber": name, **r})
         out[-1]["customize_s"] = time.perf_counter() - t0
     return out, t_load, peak_rss_gib()
@@ -213,6 +218,8 @@ def customize_subscribers(
     subscribers: Sequence[tuple[str, Frame, Frame, int]],
     top_ms: Sequence[int | None] = (None,),
     *,
+    protocol: str = "default",
+    sizes: ScaleSizes | None = None,
     tasks_per_worker: int = 4,
 ) -> tuple[list[Record], dict[str, float]]:
     """Every subscriber's customizations with every shipped model, in batches on ``pool``.
@@ -225,6 +232,10 @@ def customize_subscribers(
     top_ms : sequence of int or None, default=(None,)
         The configurations (All by default), with
         :func:`~pubsubml.experiments.pubsub.selection.customize_records`.
+    protocol : {"default", "paper"}, default="default"
+        The CUSTOMIZE protocol (:func:`~pubsubml.experiments.pubsub.selection.customize_options`).
+    sizes : ScaleSizes, optional
+        The sizes of the run (the own network of ``protocol="paper"``); default: the full sizes.
     tasks_per_worker : int, default=4
         Batches per worker (smaller batches balance the workers' load; a worker loads the
         models for its first batch and keeps them for the next).
@@ -241,7 +252,8 @@ def customize_subscribers(
     n_tasks = min(len(subscribers), max(1, pool.jobs * tasks_per_worker))
     bounds = [round(i * len(subscribers) / n_tasks) for i in range(n_tasks + 1)]
     tasks = [  # n_tasks batches whose sizes differ by one at most
-        (shipment, list(subscribers[a:b]), tuple(top_ms)) for a, b in itertools.pairwise(bounds)
+        (shipment, list(subscribers[a:b]), tuple(top_ms), protocol, sizes)
+        for a, b in itertools.pairwise(bounds)
     ]
     results: list[list[Record]] = [[] for _ in tasks]
     load = peak = 0.0

@@ -32,9 +32,12 @@ from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.sites import Site
 
 __all__ = [
+    "PROTOCOLS",
     "SIZES",
     "Fold",
     "ScaleSizes",
+    "check_protocol",
+    "customize_options",
     "customize_records",
     "own_records",
     "publish_models",
@@ -84,6 +87,54 @@ SIZES: dict[str, ScaleSizes] = {
     ),
 }
 """Named sizes: ``full`` (the paper's sizes, 10 subscribers) and ``smoke`` (seconds)."""
+
+
+PROTOCOLS: tuple[str, ...] = ("default", "paper")
+"""The CUSTOMIZE protocols of these experiments (:func:`customize_options`)."""
+
+
+def customize_options(protocol: str, sizes: ScaleSizes, seed: int) -> dict[str, Any]:
+    """The :class:`~pubsubml.methods.pubsub.customizer.Customizer` options of a protocol.
+
+    ``"default"``: none, the Customizer's defaults (M^s chosen among three kinds, each
+    cross-fitted over 5 folds, then the stacked fusion with its penalty chosen by internal CV).
+    ``"paper"``: CUSTOMIZE as pubsub-ml.txt §4 and §7 run it: M^s is Table 4's network trained
+    without DP (the publishers' network, §7.3) on ``Tra``, 75 % of the subscriber's rows (60 %
+    of all its data), and f_c is the input layer fully connected to the output (§7.2, an L2
+    logistic regression) on ``Cus``, the other 25 %; candidates are ranked by accuracy, the
+    metric of §8 for Hyperplane.  Only the ``Cus`` rows and the scored rows go through the
+    subscribed models, and nothing is cross-fitted: at n = 5,000 this is what makes n × n
+    subscribers fit in an hour on two cores (``benchmarks/RESULTS.md``).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``protocol``.
+    """
+    check_protocol(protocol)
+    if protocol == "default":
+        return {}
+    own = publisher_estimator(sizes, seed).set_params(dp=False, target_epsilon=None)
+    return {
+        "cv": "holdout",
+        "fusion_model": "linear",
+        "train_split": 0.75,
+        "fusion_split": 0.25,
+        "selection_metric": "accuracy",
+        "own_model": own,
+    }
+
+
+def check_protocol(protocol: str) -> None:
+    """Refuse a CUSTOMIZE protocol outside :data:`PROTOCOLS` (before anything is trained).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``protocol``.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown CUSTOMIZE protocol {protocol!r}; choose from {PROTOCOLS}")
 
 
 def config_label(top_m: int | None) -> str:
@@ -191,6 +242,8 @@ def customize_records(
     *,
     seed: int,
     own: bool = True,
+    protocol: str = "default",
+    sizes: ScaleSizes | None = None,
 ) -> list[Record]:
     """Customize with All / Top-m of ``models`` and score on ``test``; one record per config.
 
@@ -200,7 +253,8 @@ def customize_records(
     share the own model and the outputs (:meth:`Customizer.fit_top_ms`), and each record carries
     their seconds, as a separate fit would.  ``own=True`` adds the
     record ``"Own (M^s)"``: the Customizer's own model M^s alone (cross-fitted, then refit on
-    all of ``fit``).
+    all of ``fit``; on ``Tra`` alone with ``protocol="paper"``).  ``protocol`` and ``sizes``
+    (default: the full sizes) give the Customizer's options (:func:`customize_options`).
     """
     X_fit, y_fit = fit
     X_test, y_test = test
@@ -211,6 +265,7 @@ def customize_records(
         schema=hyperplane_schema(),
         runner=published_runner,
         random_state=seed,
+        **customize_options(protocol, SIZES["full"] if sizes is None else sizes, seed),
     )
     for top_m, c in zip(top_ms, base.fit_top_ms(X_fit, y_fit, top_ms), strict=True):
         tm = c.fit_timings_
@@ -234,11 +289,19 @@ def customize_records(
 
 
 def own_records(
-    subscribers: Sequence[HyperplaneSite], sizes: ScaleSizes, *, seed: int, fold: int
+    subscribers: Sequence[HyperplaneSite],
+    sizes: ScaleSizes,
+    *,
+    seed: int,
+    fold: int,
+    own_model: str = "auto",
 ) -> list[Record]:
     """The baseline "Own" of every subscriber, as :func:`~pubsubml.experiments.pubsub.compared.evaluate_fold`
-    scores it (pubsub-ml.txt §7.3: the subscriber's non-private model, no subscribed models)."""
-    config = pm.MethodConfig(hidden_layer_sizes=sizes.hidden, epochs=sizes.epochs)
+    scores it (pubsub-ml.txt §7.3: the subscriber's non-private model, no subscribed models);
+    ``own_model`` is :class:`~pubsubml.experiments.pubsub.consortium.MethodConfig`'s."""
+    config = pm.MethodConfig(
+        hidden_layer_sizes=sizes.hidden, epochs=sizes.epochs, own_model=own_model
+    )
     out: list[Record] = []
     for sub in subscribers:
         scenario = pm.Scenario(
@@ -292,14 +355,20 @@ def selection_fold(seed: int, fold: int, *, size: str = "full", fl: bool = True)
 
 
 def publishers_fold(
-    seed: int, fold: int, *, size: str = "full", max_publishers: int | None = None
+    seed: int,
+    fold: int,
+    *,
+    size: str = "full",
+    max_publishers: int | None = None,
+    customizer: str = "default",
 ) -> list[Record]:
     """One fold of appendix B (Fig. 8): n publishers and min(n, S) subscribers, n nested.
 
     The first ``n`` of the publishers serve the first ``min(n, n_subscribers)`` subscribers, so
     one training of the largest pool serves every ``n`` (the size's counts up to
-    ``max_publishers``).
+    ``max_publishers``).  ``customizer`` is the CUSTOMIZE protocol (:func:`customize_options`).
     """
+    check_protocol(customizer)
     sizes = SIZES[size]
     counts = [n for n in sizes.publisher_counts if max_publishers is None or n <= max_publishers]
     if not counts:
@@ -317,9 +386,20 @@ def publishers_fold(
             if j >= min(n, sizes.n_subscribers):
                 continue
             chosen = [by_publisher[name] for name in data.names[:n]]
-            for r in customize_records(chosen, fit, test, (None,), seed=seed + j, own=n == n_max):
+            fused = customize_records(
+                chosen,
+                fit,
+                test,
+                (None,),
+                seed=seed + j,
+                own=n == n_max,
+                protocol=customizer,
+                sizes=sizes,
+            )
+            for r in fused:
                 r["method"] = "PubSub-ML" if r["method"] == "All" else r["method"]
                 records.append({"n_publishers": n, "subscriber": f"s{j}", **r})
-    for r in own_records(subs, sizes, seed=seed, fold=fold):
+    own_model = "paper" if customizer == "paper" else "auto"
+    for r in own_records(subs, sizes, seed=seed, fold=fold, own_model=own_model):
         records.append({"n_publishers": n_max, **r})
     return records

@@ -49,7 +49,10 @@ def _estimate(records: list[dict], n: int, jobs: int) -> dict[str, float]:
     frame = pd.DataFrame(records)
     run = frame[frame["method"] == "run"].iloc[0]
     k = int(run["n_subscribers"])
-    per_subscriber = float(frame["customize_s"].dropna().sum()) / k  # one worker's seconds
+    # one worker's seconds per subscriber: the subscribers' own records (the "run" record's
+    # customize_s is the wall time of all of them, not one more subscriber)
+    subscribers = frame[frame["method"] != "run"]
+    per_subscriber = float(subscribers["customize_s"].dropna().sum()) / k
     batches = min(n, jobs * 4)
     load_per_batch = float(run["load_s"]) / min(k, jobs * 4)
     customize = per_subscriber * n / jobs + load_per_batch * batches / jobs

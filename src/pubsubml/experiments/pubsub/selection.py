@@ -162,7 +162,8 @@ def split_sites(
 ) -> Fold:
     """Fold ``fold`` of every site: publishers keep the 80% training part, subscribers split 80/20.
 
-    The subscriber's 80% is split 60/20 into Tra and Cus by the Customizer (§8).
+    With the paper's protocol the Customizer splits the subscriber's 80% 60/20 into Tra and Cus
+    (§8); with its defaults it cross-fits over all of it (:func:`customize_options`).
     """
 
     def part(site: HyperplaneSite, rows: np.ndarray) -> Frame:

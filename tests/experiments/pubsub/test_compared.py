@@ -21,6 +21,7 @@ from pubsubml.experiments.pubsub.compared import (
     _joined,
     evaluate_fold,
     fit_federated,
+    paper_protocol,
 )
 from pubsubml.experiments.pubsub.scenarios import distributed_features, with_budgets
 from pubsubml.methods.pubsub import own_crossfit
@@ -276,3 +277,14 @@ def test_evaluate_fold_scores_on_the_external_test_set(monkeypatch: pytest.Monke
     label = int(np.bincount(sc.subscriber.y).argmax())
     assert record["score"] == pytest.approx(float(np.mean(sc.test.y == label)))
     assert record["own_choice"] == "majority" and record["epsilon"] == np.inf
+
+
+def test_the_papers_protocol_ranks_candidates_by_the_scenarios_metric() -> None:
+    assert paper_protocol("one_minus_mse") == {
+        "cv": "holdout",
+        "fusion_model": "linear",
+        "train_split": 0.75,
+        "fusion_split": 0.25,
+        "selection_metric": "mse",
+    }
+    assert paper_protocol("f1_minority")["selection_metric"] == "f1_minority"

@@ -56,11 +56,28 @@ __all__ = [
     "evaluate_fold",
     "fine_tune_federated",
     "fit_federated",
+    "paper_protocol",
     "publisher_learner",
     "train_publishers",
 ]
 
 _SELECTION = {"f1_minority": "f1_minority", "accuracy": "accuracy", "one_minus_mse": "mse"}
+
+
+def paper_protocol(metric: str) -> dict[str, Any]:
+    """The :class:`~pubsubml.methods.pubsub.customizer.Customizer` options of the paper's CUSTOMIZE.
+
+    M^s on ``Tra`` (75 % of the subscriber's training part, 60 % of all its rows), the fully
+    connected fusion layer on ``Cus`` (the other 25 %), candidates ranked by the scenario's
+    ``metric`` (pubsub-ml.txt §4, §7.2, §8).
+    """
+    return {
+        "cv": "holdout",
+        "fusion_model": "linear",
+        "train_split": 0.75,
+        "fusion_split": 0.25,
+        "selection_metric": _SELECTION.get(metric),
+    }
 
 
 def _score(scenario: Scenario, model: Any, X: pd.DataFrame, y: np.ndarray) -> float:
@@ -356,13 +373,7 @@ class _Fold:
         own = own_model(scenario, config, rs) if config.own_model == "paper" else config.own_model
         protocol: dict[str, Any] = {}
         if config.customizer == "paper":  # Tra/Cus holdout and the fully connected layer (§4)
-            protocol = {
-                "cv": "holdout",
-                "fusion_model": "linear",
-                "train_split": 0.75,
-                "fusion_split": 0.25,
-                "selection_metric": _SELECTION.get(scenario.metric),
-            }
+            protocol = paper_protocol(scenario.metric)
         cust = Customizer(
             models=models,
             task=scenario.task,

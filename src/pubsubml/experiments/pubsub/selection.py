@@ -115,14 +115,7 @@ def customize_options(protocol: str, sizes: ScaleSizes, seed: int) -> dict[str, 
     if protocol == "default":
         return {}
     own = publisher_estimator(sizes, seed).set_params(dp=False, target_epsilon=None)
-    return {
-        "cv": "holdout",
-        "fusion_model": "linear",
-        "train_split": 0.75,
-        "fusion_split": 0.25,
-        "selection_metric": "accuracy",
-        "own_model": own,
-    }
+    return pm.paper_protocol("accuracy") | {"own_model": own}
 
 
 def check_protocol(protocol: str) -> None:

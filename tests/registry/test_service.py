@@ -4,6 +4,7 @@ migrations, settings, and the artifact store's start-up collection."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from pubsubml.errors import SchemaVersionError
-from pubsubml.registry.api.deps import get_store
+from pubsubml.registry.api.deps import get_state
 from pubsubml.registry.app import create_app
 from pubsubml.registry.database import Database
 from pubsubml.registry.migrate import check_schema, current_revision, head_revision, upgrade
@@ -107,7 +108,10 @@ class FailingStore(ArtifactStore):
 def test_fault_inside_the_publish_transaction_leaves_nothing(registry: Any) -> None:
     before = registry.snapshot()
     app = registry.client.app
-    app.dependency_overrides[get_store] = lambda: FailingStore(registry.settings.store_dir)
+    failing = dataclasses.replace(
+        app.state.registry, store=FailingStore(registry.settings.store_dir)
+    )
+    app.dependency_overrides[get_state] = lambda: failing
     art = registry.artifacts("a", seed=61)
     client = TestClient(app, raise_server_exceptions=False)
     try:

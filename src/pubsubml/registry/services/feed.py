@@ -43,7 +43,6 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    text,
     true,
 )
 from sqlalchemy.dialects import postgresql
@@ -52,6 +51,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal
+from pubsubml.registry.bulk_insert import insert_columns
 from pubsubml.registry.database import lock_feed_clock, store_feed_clock
 from pubsubml.registry.services.loop_calls import call_on_loop
 from pubsubml.registry.services.wakeups import notify_commit
@@ -103,13 +103,7 @@ def model_visible_clause(principal: Principal) -> ColumnElement[bool]:
     return or_(ModelRow.public.is_(True), ModelRow.publisher_id == principal.site_id, listed)
 
 
-_DELIVER_UNNEST = text(
-    'INSERT INTO deliveries (subscription_id, "cursor", model_id) SELECT s, c, m FROM unnest('
-    "CAST(:subs AS varchar[]), CAST(:cursors AS bigint[]), CAST(:models AS varchar[])) AS t(s, c, m)"
-)
-"""Many deliveries in one PostgreSQL statement with three arrays (:meth:`FeedWriter.deliver_at`)."""
 _INSERT_EVENTS = insert(EventRow)
-_INSERT_DELIVERIES = insert(DeliveryRow)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -267,30 +261,16 @@ class FeedWriter:
     def deliver_at(
         self, subscription_ids: Sequence[str], cursors: Sequence[int], model_ids: Sequence[str]
     ) -> None:
-        """Deliveries at cursors reserved with :meth:`next_position`: one statement for all,
-        without ORM objects.  The models' and subscriptions' rows must be flushed already."""
+        """Deliveries at cursors reserved with :meth:`next_position`: one statement for all
+        (:func:`~pubsubml.registry.bulk_insert.insert_columns`), without ORM objects.  The models'
+        and subscriptions' rows must be flushed already."""
         if not len(subscription_ids) == len(cursors) == len(model_ids):
             raise ValueError("deliver_at needs as many cursors and model ids as subscriptions")
-        if not cursors:
-            return
-        conn = self.session.connection()
-        if conn.dialect.name == "postgresql":  # one statement with three arrays, whatever the count
-            conn.execute(
-                _DELIVER_UNNEST,
-                {
-                    "subs": list(subscription_ids),
-                    "cursors": list(cursors),
-                    "models": list(model_ids),
-                },
-            )
-        else:
-            conn.execute(
-                _INSERT_DELIVERIES,
-                [
-                    {"subscription_id": s, "cursor": c, "model_id": m}
-                    for s, c, m in zip(subscription_ids, cursors, model_ids, strict=True)
-                ],
-            )
+        insert_columns(
+            self.session.connection(),
+            DeliveryRow.__table__,
+            {"subscription_id": subscription_ids, "cursor": cursors, "model_id": model_ids},
+        )
 
     def close(self) -> None:
         """Store the clock (call once, after the last append, before the commit); on PostgreSQL,

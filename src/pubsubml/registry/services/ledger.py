@@ -16,6 +16,7 @@ import functools
 import json
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.orm import Session
@@ -40,6 +41,7 @@ from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.tables import LedgerEntryRow, SiteRow, SiteScopeRow, utcnow
 
 __all__ = [
+    "SiteBudget",
     "build_ledger",
     "charge",
     "count_releases",
@@ -51,6 +53,23 @@ __all__ = [
     "release_counts",
     "release_of_card",
 ]
+
+
+class SiteBudget(Protocol):
+    """What a charge reads of a site: its id, name and declared (ε, δ) budget (a
+    :class:`~pubsubml.registry.tables.SiteRow`, or those columns read without the ORM)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def epsilon_budget(self) -> float: ...
+
+    @property
+    def delta_budget(self) -> float: ...
 
 
 def release_of_card(card: ModelCard) -> Release:
@@ -259,7 +278,7 @@ def _grouped_releases(
 
 
 def ledger_for_charging(
-    session: Session, site: SiteRow, release: Release, *, backend: str = "pld"
+    session: Session, site: SiteBudget, release: Release, *, backend: str = "pld"
 ) -> tuple[PrivacyLedger, int]:
     """A ledger that composes like the site's stored one, to try ``release`` on; and the number
     of releases stored.
@@ -292,7 +311,7 @@ def ledger_for_charging(
     return ledger, total
 
 
-def charge(session: Session, site: SiteRow, release: Release) -> int:
+def charge(session: Session, site: SiteBudget, release: Release) -> int:
     """Check that ``release`` fits the site's budget; returns the number of earlier releases.
 
     The RDP accountant answers first: its ε is an upper bound of the true ε, so a release it

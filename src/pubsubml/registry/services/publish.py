@@ -48,6 +48,7 @@ from pubsubml.errors import (
 )
 from pubsubml.privacy.ledger import Release
 from pubsubml.registry.auth import Principal
+from pubsubml.registry.bulk_insert import insert_rows
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, check_site_name
 from pubsubml.registry.services.features import check_against_dictionary
@@ -142,8 +143,16 @@ def _visible_ids(session: Session, names: Sequence[str] | None) -> list[int] | N
 # The publish path's statements are built once, with bound parameters: building a statement and
 # its cache key at every call cost a publish more than running it (docs/registry.md).
 _SITE_AND_PUBLISHED = select(
-    SiteRow, exists().where(ModelRow.id == bindparam("model_id")).label("published")
+    SiteRow.id,
+    SiteRow.name,
+    SiteRow.public_key,
+    SiteRow.key_id,
+    SiteRow.epsilon_budget,
+    SiteRow.delta_budget,
+    exists().where(ModelRow.id == bindparam("model_id")).label("published"),
 ).where(SiteRow.name == bindparam("name"))
+_INSERT_MODELS = insert(ModelRow)
+_INSERT_LEDGER = insert(LedgerEntryRow)
 _SUBSCRIPTIONS_OF_TASKS = (
     select(
         SubscriptionRow.id,
@@ -161,25 +170,36 @@ _TAKEN = select(ModelRow.id, ModelRow.weights_sha256).where(
         ModelRow.weights_sha256.in_(bindparam("digests", expanding=True)),
     )
 )
-_INSERT_MODELS = insert(ModelRow)
-_INSERT_FEATURES = insert(ModelFeatureRow)
-_INSERT_VISIBILITY = insert(ModelVisibilityRow)
-_INSERT_LEDGER = insert(LedgerEntryRow)
 
 
-def _site_and_published(session: Session, name: str, model_id: str) -> tuple[SiteRow, bool]:
-    """The publishing site's row and whether ``model_id`` is published, in one statement (only
-    whether it exists: not the stored card's text).
+@dataclass(frozen=True)
+class _PublishingSite:
+    """The columns of the publishing site that the checks read."""
+
+    id: int
+    name: str
+    public_key: str | None
+    key_id: str | None
+    epsilon_budget: float
+    delta_budget: float
+
+
+def _site_and_published(session: Session, name: str, model_id: str) -> tuple[_PublishingSite, bool]:
+    """The publishing site's columns and whether ``model_id`` is published, in one statement
+    (only whether it exists: not the stored card's text; plain columns, no ORM object).
 
     Raises
     ------
     NotFoundError
         No such site.
     """
-    row = session.execute(_SITE_AND_PUBLISHED, {"name": name, "model_id": model_id}).one_or_none()
+    params = {"name": name, "model_id": model_id}
+    row = session.connection().execute(_SITE_AND_PUBLISHED, params).one_or_none()
     if row is None:
         raise NotFoundError(f"site {name!r} not found")
-    return row[0], bool(row[1])
+    site_id, site_name, public_key, key_id, epsilon_budget, delta_budget, published = row
+    site = _PublishingSite(site_id, site_name, public_key, key_id, epsilon_budget, delta_budget)
+    return site, bool(published)
 
 
 def prepare_publication(
@@ -246,13 +266,10 @@ def prepare_publication(
     if published:
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})
-    delta_budget = site.delta_budget
-    # No snapshot held while the worker runs.  The site row is detached first: a rollback expires
-    # what the session holds, and reading the row's columns below would load it once more.
-    session.expunge(site)
+    # No snapshot (nor connection) held while the worker runs.
     session.rollback()
     epsilon = validator.validate(
-        card, weights, site_delta=delta_budget, max_weights_bytes=max_weights_bytes
+        card, weights, site_delta=site.delta_budget, max_weights_bytes=max_weights_bytes
     )
     check_against_dictionary(session, card.input_schema)
     visible = _visible_ids(session, visible_to)
@@ -362,12 +379,12 @@ def _insert(
     if not models:
         return
     conn = session.connection()
-    conn.execute(_INSERT_MODELS, models)
+    conn.execute(
+        _INSERT_MODELS, models
+    )  # a few wide rows: executemany (pubsubml.registry.bulk_insert)
     writer.events(events)
-    if features:
-        conn.execute(_INSERT_FEATURES, features)
-    if visibility:
-        conn.execute(_INSERT_VISIBILITY, visibility)
+    insert_rows(conn, ModelFeatureRow.__table__, features)  # many narrow rows: one statement
+    insert_rows(conn, ModelVisibilityRow.__table__, visibility)
     conn.execute(_INSERT_LEDGER, entries)
     writer.deliver_at(receivers, cursors, delivered)
 

@@ -94,10 +94,22 @@ def test_refusals_of_every_endpoint(registry: Any) -> None:
     )
     assert (unknown_site.status_code, unknown_site.json()["error"]) == (404, "not_found")
 
+    url = f"/v1/subscriptions/{sub}/models"
     for params in ({"limit": 0}, {"limit": 1001}, {"timeout": -1}, {"timeout": "soon"}):
-        url = f"/v1/subscriptions/{sub}/models"
         r = client.get(url, params=params, headers=registry.auth("b"))
         assert (r.status_code, r.json()["error"]) == (422, "validation_error"), params
+        assert r.json()["errors"][0]["loc"] == ["query", next(iter(params))]
+    # The poll reads its parameters itself; its errors are those of a declared parameter (the
+    # stream's ``after``), and the last of repeated values counts, as FastAPI takes it.
+    for after in ("-1", "x", str(2**63), "1.5"):
+        polled = client.get(url, params={"after": after}, headers=registry.auth("b"))
+        streamed = client.get(
+            f"/v1/subscriptions/{sub}/stream", params={"after": after}, headers=registry.auth("b")
+        )
+        assert polled.status_code == streamed.status_code == 422, after
+        assert polled.json() == streamed.json(), after
+    two = client.get(f"{url}?limit=0&limit=5&after=x&after=0", headers=registry.auth("b"))
+    assert two.status_code == 200 and two.json() == {"items": [], "next_cursor": 0}
     r = client.get(
         f"/v1/subscriptions/{sub}/stream", params={"after": -1}, headers=registry.auth("b")
     )

@@ -60,6 +60,8 @@ def insert_columns(
     ------
     ValueError
         Columns of different lengths, or a name that is not a column of ``table``.
+    TypeError
+        ``table`` is not a :class:`~sqlalchemy.Table`.
     """
     if not isinstance(table, Table):
         raise TypeError(f"insert_columns inserts into a Table, not {type(table).__name__}")
@@ -87,6 +89,8 @@ def insert_rows(conn: Connection, table: FromClause, rows: Sequence[Mapping[str,
     ------
     ValueError
         Rows with different keys, or a key that is not a column of ``table``.
+    TypeError
+        ``table`` is not a :class:`~sqlalchemy.Table`.
     """
     if not rows:
         return

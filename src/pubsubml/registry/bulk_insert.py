@@ -83,15 +83,9 @@ def insert_columns(
 
 
 def insert_rows(conn: Connection, table: FromClause, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert ``rows`` (mappings with the same keys) in order, with one statement on PostgreSQL.
-
-    Raises
-    ------
-    ValueError
-        Rows with different keys, or a key that is not a column of ``table``.
-    TypeError
-        ``table`` is not a :class:`~sqlalchemy.Table`.
-    """
+    """Insert ``rows`` (mappings with the same keys) in order, with one statement on PostgreSQL:
+    :func:`insert_columns` on their values column by column, which raises what it raises;
+    rows with different keys raise ``ValueError``."""
     if not rows:
         return
     names = tuple(rows[0])

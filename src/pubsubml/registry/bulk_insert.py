@@ -48,6 +48,15 @@ def _plain_insert(table: Table) -> Insert:
     return insert(table)
 
 
+def _checked(table: FromClause, names: Sequence[str]) -> Table:
+    if not isinstance(table, Table):
+        raise TypeError(f"insert_columns inserts into a Table, not {type(table).__name__}")
+    unknown = [n for n in names if n not in table.c]
+    if unknown:
+        raise ValueError(f"{table.name} has no column(s) {unknown}")
+    return table
+
+
 def insert_columns(
     conn: Connection, table: FromClause, columns: Mapping[str, Sequence[Any]]
 ) -> None:
@@ -63,32 +72,32 @@ def insert_columns(
     TypeError
         ``table`` is not a :class:`~sqlalchemy.Table`.
     """
-    if not isinstance(table, Table):
-        raise TypeError(f"insert_columns inserts into a Table, not {type(table).__name__}")
     names = tuple(columns)
+    target = _checked(table, names)
     lengths = {len(v) for v in columns.values()}
     if len(lengths) > 1:
-        raise ValueError(f"columns of different lengths for {table.name}: {sorted(lengths)}")
-    unknown = [n for n in names if n not in table.c]
-    if unknown:
-        raise ValueError(f"{table.name} has no column(s) {unknown}")
+        raise ValueError(f"columns of different lengths for {target.name}: {sorted(lengths)}")
     n = lengths.pop() if lengths else 0
     if n == 0:
         return
     if conn.dialect.name == "postgresql":
-        conn.execute(_unnest_insert(table, names), {k: list(v) for k, v in columns.items()})
+        conn.execute(_unnest_insert(target, names), {k: list(v) for k, v in columns.items()})
         return
     rows = [{k: columns[k][i] for k in names} for i in range(n)]
-    conn.execute(_plain_insert(table), rows[0] if n == 1 else rows)
+    conn.execute(_plain_insert(target), rows[0] if n == 1 else rows)
 
 
 def insert_rows(conn: Connection, table: FromClause, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert ``rows`` (mappings with the same keys) in order, with one statement on PostgreSQL:
-    :func:`insert_columns` on their values column by column, which raises what it raises;
-    rows with different keys raise ``ValueError``."""
+    """Insert ``rows`` (mappings with the same keys) in order, with one statement on PostgreSQL
+    (:func:`insert_columns` on their values column by column; it raises what that raises), and
+    with ``executemany`` elsewhere; rows with different keys raise ``ValueError``."""
     if not rows:
         return
     names = tuple(rows[0])
     if any(tuple(r) != names for r in rows):
         raise ValueError(f"rows for {table.description} name different columns")
-    insert_columns(conn, table, {k: [r[k] for r in rows] for k in names})
+    if conn.dialect.name == "postgresql":
+        insert_columns(conn, table, {k: [r[k] for r in rows] for k in names})
+        return
+    target = _checked(table, names)
+    conn.execute(_plain_insert(target), rows[0] if len(rows) == 1 else list(rows))

@@ -17,9 +17,11 @@ __all__ = [
     "DigestMismatchError",
     "DuplicateReleaseError",
     "ExecutorConnectionError",
+    "FeatureDefinitionError",
     "InvalidPrivacyParameterError",
     "LabelError",
     "LearnerRegistrationError",
+    "MissingDatabaseSchemaError",
     "NotFoundError",
     "PaperAccountingWarning",
     "PayloadTooLargeError",
@@ -28,6 +30,7 @@ __all__ = [
     "PrivacyError",
     "PubsubmlError",
     "RegistryError",
+    "RegistryUnreachableError",
     "SchemaMismatchError",
     "SchemaVersionError",
     "ServiceBusyError",
@@ -52,6 +55,12 @@ class SchemaMismatchError(DataValidationError):
 
 class LabelError(DataValidationError):
     """Labels are outside the declared classes, or label sets cannot be aligned."""
+
+
+class FeatureDefinitionError(DataValidationError):
+    """A file (or document) of public feature definitions cannot be read as a
+    :class:`~pubsubml.schema.FeatureSchema`: missing, not JSON, of no known shape, or holding an
+    invalid feature."""
 
 
 class ChannelSyntaxError(PubsubmlError, ValueError):
@@ -89,6 +98,18 @@ class UnknownAccountantError(PrivacyError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly instead.
         return str(self.args[0]) if self.args else ""
+
+
+class SeededNoiseError(PrivacyError, ValueError):
+    """A model whose DP noise came from a seed (a simulation) offered where only secure noise goes.
+
+    Whoever knows the seed can regenerate the noise and subtract it: such a model's ε protects
+    nothing.  A registry refuses it unless started for research with seeded noise allowed.
+    """
+
+
+class SeededNoiseWarning(UserWarning):
+    """A site releases a model whose DP noise came from a seed (fine in a simulation only)."""
 
 
 class UntrustedArtifactError(PubsubmlError, ValueError):
@@ -144,6 +165,42 @@ class ServiceBusyError(RegistryError):
 
 class SchemaVersionError(RegistryError):
     """The registry database is not at the schema version this code expects (run the migrations)."""
+
+
+class MissingDatabaseSchemaError(RegistryError):
+    """The PostgreSQL schema that the database URL's ``search_path`` names does not exist (create
+    it, then run the migrations); nothing was written."""
+
+
+class RegistryUnreachableError(RegistryError, ConnectionError):
+    """The registry could not be reached, or did not answer: connection refused, unknown host,
+    timeout, connection lost.
+
+    Parameters
+    ----------
+    message : str
+    url : str, optional
+        The registry's base URL.
+    reason : str, optional
+        What happened, in a few words (``"connection refused"``, ``"timed out after 30 s"``).
+    sent : bool, default=False
+        Whether the request may have reached the registry (``False``: no connection was opened,
+        so nothing was done; ``True``: the connection broke or timed out after the request was
+        sent, and whether it took effect is unknown).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        url: str | None = None,
+        reason: str | None = None,
+        sent: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.url = url
+        self.reason = reason
+        self.sent = sent
 
 
 # ---- simulations ------------------------------------------------------------------------------

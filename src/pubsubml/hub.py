@@ -215,7 +215,7 @@ class LocalHub:
             return False
         if sub.classes is not None and not set(card.classes or ()) <= sub.classes:
             return False
-        return sub.channel.matches(card.input_features)
+        return sub.channel.matches(card.trained_features)
 
     def poll(self, subscription_id: str, *, after: int = 0, timeout: float = 0.0) -> list[FeedItem]:
         """Matching feed items with cursor > ``after``, oldest first (waits up to ``timeout`` s).

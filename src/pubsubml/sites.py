@@ -13,7 +13,8 @@ then does the artifact leave the site.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -25,7 +26,12 @@ from pubsubml.artifacts import (
     generate_signing_key,
     key_id,
 )
-from pubsubml.errors import DuplicateReleaseError, NotFoundError, PrivacyError
+from pubsubml.errors import (
+    DuplicateReleaseError,
+    NotFoundError,
+    PrivacyError,
+    SeededNoiseWarning,
+)
 from pubsubml.hub import FeedItem, Hub
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.schema import Channel, FeatureSchema
@@ -119,6 +125,7 @@ class Site:
         scope: Sequence[str] | None = None,
         release_id: str | None = None,
         format: Literal["auto", "onnx", "safetensors"] = "auto",
+        persist: Callable[[PrivacyLedger], None] | None = None,
     ) -> str:
         """Charge the estimator's DP events to the ledger, then publish it (Algorithm 1, line 2).
 
@@ -134,6 +141,11 @@ class Site:
         release_id : str, optional
             Ledger id of the release (default: the model id).
         format : {"auto", "onnx", "safetensors"}
+        persist : callable, optional
+            ``persist(ledger)`` saves the charged ledger (e.g. :meth:`LedgerFile.save
+            <pubsubml.privacy.ledger_file.LedgerFile.save>`); it runs after the charge and before
+            the model leaves the site, so a crash never leaves a release the saved ledger lacks.
+            If it raises, nothing leaves the site.
 
         Returns
         -------
@@ -149,13 +161,19 @@ class Site:
         DuplicateReleaseError
             ``release_id`` is already charged for a different model, events or scope.
 
+        Warns
+        -----
+        SeededNoiseWarning
+            The estimator's DP noise was seeded (``noise_seed``, a simulation): its card says so
+            and a registry refuses it unless started for research.
+
         Notes
         -----
         Publishing the same model again charges nothing more (same release: same model id, DP
         events and scope) and the hub returns the same id.  If the hub fails after the charge, the charge stays: the ledger errs on the
         side of having released.
         """
-        artifact = self._charge(estimator, scope, release_id, format)
+        artifact = self._charge(estimator, scope, release_id, format, persist)
         model_id = hub.publish(artifact.card, artifact.weights)
         if model_id not in self.published:
             self.published.append(model_id)
@@ -169,20 +187,27 @@ class Site:
         scope: Sequence[str] | None = None,
         release_id: str | None = None,
         format: Literal["auto", "onnx", "safetensors"] = "auto",
+        persist: Callable[[PrivacyLedger], None] | None = None,
     ) -> Artifact:
         """Charge the estimator's DP events to the ledger, then write its artifact to ``directory``.
 
         The offline form of :meth:`publish` (Algorithm 1, line 2): the signed artifact
         (``card.json`` and its weights, :meth:`~pubsubml.artifacts.Artifact.save`) is what a
         site hands over by other means than a registry.  Charging, refusals and repeated
-        releases are as in :meth:`publish`; nothing is written when the charge is refused.
+        releases are as in :meth:`publish` (``persist`` too); nothing is written when the charge
+        is refused.
 
         Returns
         -------
         Artifact
             The artifact written.
+
+        Warns
+        -----
+        SeededNoiseWarning
+            As in :meth:`publish`.
         """
-        artifact = self._charge(estimator, scope, release_id, format)
+        artifact = self._charge(estimator, scope, release_id, format, persist)
         artifact.save(directory)
         return artifact
 
@@ -192,8 +217,10 @@ class Site:
         scope: Sequence[str] | None,
         release_id: str | None,
         format: Literal["auto", "onnx", "safetensors"],
+        persist: Callable[[PrivacyLedger], None] | None = None,
     ) -> Artifact:
-        """Export ``estimator`` and charge its DP events as one release; return the artifact."""
+        """Export ``estimator``, charge its DP events as one release (and ``persist`` the
+        ledger); return the artifact."""
         events = list(getattr(estimator, "privacy_events_", None) or [])
         if not events:
             raise PrivacyError(
@@ -209,6 +236,14 @@ class Site:
             data_scope=None if scope is None else list(scope),
             schema=schema,
         )
+        if artifact.card.privacy.noise != "secure":
+            warnings.warn(
+                f"site {self.name!r} releases model {artifact.card.model_id} whose DP noise was "
+                "seeded: whoever knows the seed can regenerate the noise and subtract it (train "
+                "without noise_seed outside simulations)",
+                SeededNoiseWarning,
+                stacklevel=3,
+            )
         rid = release_id or artifact.card.model_id
         release = Release(
             release_id=rid,
@@ -219,6 +254,8 @@ class Site:
         charged = next((r for r in self.ledger.releases if r.release_id == rid), None)
         if charged is None:
             self.ledger.charge(release)
+            if persist is not None:
+                persist(self.ledger)
         elif (charged.description, charged.events, charged.scope) != (
             release.description,
             release.events,

@@ -49,3 +49,14 @@ def test_importing_a_command_group_does_not_load_the_app() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stderr
+
+
+def test_version_prints_the_installed_version_and_exits_0() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pubsubml", "--version"], capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"pubsubml {version('pubsubml')}\n" and done.stderr == ""

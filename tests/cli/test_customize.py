@@ -545,3 +545,81 @@ def test_a_public_key_given_as_the_signing_key_is_refused(tmp_path: Path) -> Non
 
     assert r.exit_code != 0 and "not a private key" in r.stderr
     assert not out.exists()
+
+
+# ---- contributions ------------------------------------------------------------------------
+def _score_rows(text: str) -> dict[str, float]:
+    """``model id → score`` from a printed table whose rows start with a model id and end with
+    a score (``customize --contributions`` and ``contributions`` print such tables)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        if (
+            len(cells) >= 2
+            and re.fullmatch(r"own|[0-9a-f]{32}", cells[0])
+            and re.fullmatch(r"[0-9]+\.[0-9]{3}", cells[-1])
+        ):
+            rows[cells[0]] = float(cells[-1])
+    return rows
+
+
+def test_contributions_refuse_without_disclose_as_a_non_dp_disclosure(
+    world: World, tmp_path: Path
+) -> None:
+    for folder in (world.customized, tmp_path / "absent"):
+        line = refused(run("contributions", folder), 1, "not differentially private", "--disclose")
+        assert "private rows" in line
+
+
+def test_contributions_print_the_scores_customize_printed_with_each_publisher(
+    world: World,
+) -> None:
+    r = run("contributions", world.customized, "--disclose")
+
+    assert r.exit_code == 0 and r.stderr == "", r.output
+    assert _score_rows(r.stdout) == _score_rows(world.customize_result.stdout)
+    assert "hospital-a" in r.stdout and "hospital-b" in r.stdout and "not DP" in r.stdout
+
+
+def test_contributions_json_sums_to_one_by_model_and_by_publisher(world: World) -> None:
+    r = run("contributions", world.customized, "--disclose", "--json")
+
+    assert r.exit_code == 0, r.output
+    document = json.loads(r.stdout)
+    assert document["differentially_private"] is False
+    assert document["method"] == "coefficients"
+    scores = {row["model_id"]: row["score"] for row in document["models"]}
+    assert set(scores) == {"own", *_model_ids(world.inbox)}
+    assert sum(scores.values()) == pytest.approx(1.0)
+    assert set(document["publishers"]) == {"hospital-a", "hospital-b"}
+    assert document["self_importance"] == scores["own"]
+    assert sum(document["publishers"].values()) + scores["own"] == pytest.approx(1.0)
+
+
+def test_contributions_refuse_a_fusion_stored_as_onnx_and_a_folder_that_is_no_model(
+    world: World, tmp_path: Path
+) -> None:
+    out = tmp_path / "linear"
+    r = _customize(world, out, "--inbox", world.inbox, *world.trust, "--fusion", "linear")
+    assert r.exit_code == 0, r.output
+
+    refused(run("contributions", out, "--disclose"), 1, "ONNX", "stacked")
+    refused(run("contributions", world.inbox, "--disclose"), 1, str(world.inbox))
+
+
+def test_contributions_of_publishers_that_carry_weight_match_customizes(
+    world: World, tmp_path: Path
+) -> None:
+    out = tmp_path / "no-own"
+    made = _customize(world, out, "--inbox", world.inbox, *world.trust, "--own", "none",
+                      "--contributions")  # fmt: skip
+    assert made.exit_code == 0, made.output
+
+    r = run("contributions", out, "--disclose", "--json")
+
+    assert r.exit_code == 0, r.output
+    scores = {row["model_id"]: row["score"] for row in json.loads(r.stdout)["models"]}
+    printed = _score_rows(made.stdout)
+    assert set(scores) == set(printed) == set(_model_ids(world.inbox))
+    assert max(scores.values()) > 0.5  # the publishers carry the fusion here
+    assert {k: round(v, 3) for k, v in scores.items()} == printed

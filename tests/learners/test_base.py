@@ -38,16 +38,16 @@ CONSORTIUM = FeatureSchema(
 LEARNERS: dict[str, Callable[[], Any]] = {
     "local": lambda: LocalModel(estimator=LogisticRegression(), schema=CONSORTIUM, classes=[0, 1]),
     "dp_logistic": lambda: DPLogisticRegression(
-        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0
+        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0, noise_seed=0
     ),
     "dp_naive_bayes": lambda: DPGaussianNB(
-        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0
+        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0, noise_seed=0
     ),
     "dp_forest": lambda: DPRandomForestClassifier(
-        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, n_estimators=3, random_state=0
+        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, n_estimators=3, random_state=0, noise_seed=0
     ),
     "dp_sgd_logistic": lambda: DPSGDLogisticRegression(
-        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0
+        schema=CONSORTIUM, classes=[0, 1], epsilon=1.0, random_state=0, noise_seed=0
     ),
     "dp_mlp": lambda: DPMLPClassifier(
         schema=CONSORTIUM,
@@ -57,9 +57,10 @@ LEARNERS: dict[str, Callable[[], Any]] = {
         target_epsilon=1.0,
         accountant="rdp",
         random_state=0,
+        noise_seed=0,
     ),
     "dp_sgd_linear": lambda: DPSGDLinearRegression(
-        schema=CONSORTIUM, epsilon=1.0, target_bounds=(-1.0, 2.0), random_state=0
+        schema=CONSORTIUM, epsilon=1.0, target_bounds=(-1.0, 2.0), random_state=0, noise_seed=0
     ),
 }
 

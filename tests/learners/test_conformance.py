@@ -47,6 +47,7 @@ SCHEMA = FeatureSchema(
 # Small parameters that keep every fit fast; each applies only where the learner has it.
 FAST_PARAMS: dict[str, Any] = {
     "random_state": 0,
+    "noise_seed": 0,
     "epochs": 2,
     "hidden_layer_sizes": (8,),
     "n_estimators": 5,
@@ -233,8 +234,19 @@ def test_cross_val_score(name: str) -> None:
     assert scores.shape == (3,) and np.all(np.isfinite(scores))
 
 
+@pytest.mark.parametrize("name", PRIVATE)
+def test_same_random_state_without_noise_seed_draws_new_noise(name: str) -> None:
+    first = _set_available(make(name), {"noise_seed": None}).fit(X_DF, _targets(name))
+    second = _set_available(make(name), {"noise_seed": None}).fit(X_DF, _targets(name))
+
+    assert first.noise_ == second.noise_ == "secure"
+    assert fitted(name).noise_ == "seeded"
+    output = "predict_proba" if hasattr(first, "predict_proba") else "predict"
+    assert not np.array_equal(getattr(first, output)(X_DF), getattr(second, output)(X_DF))
+
+
 @pytest.mark.parametrize("name", LEARNERS)
-def test_deterministic_with_random_state(name: str) -> None:
+def test_deterministic_with_random_state_and_noise_seed(name: str) -> None:
     first = fitted(name)
     second = make(name).fit(X_DF, _targets(name))
 

@@ -57,7 +57,7 @@ CLASSES = ["red", "green", "blue"]
 
 
 def _model(cls: type, **params: Any) -> Any:
-    return cls(schema=SCHEMA, classes=CLASSES, random_state=0, **params)
+    return cls(schema=SCHEMA, classes=CLASSES, random_state=0, noise_seed=0, **params)
 
 
 @pytest.mark.filterwarnings("ignore:.*iprint:DeprecationWarning")
@@ -93,6 +93,7 @@ def test_logistic_regression_trains_on_unit_norm_rows_and_folds_the_scale() -> N
             data_norm=1.0,
             fit_intercept=False,
             random_state=0,
+            noise_seed=0,
             accountant=BudgetAccountant(),
         ),
         rows,
@@ -139,7 +140,9 @@ def test_logistic_regression_beats_the_majority_on_a_one_hot_heavy_schema() -> N
     Z, Z_test = schema.encode(frame).astype(np.float64), schema.encode(test_frame)
 
     scaled = [
-        DPLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=s)
+        DPLogisticRegression(
+            schema=schema, classes=[0, 1], epsilon=1.0, random_state=s, noise_seed=s
+        )
         .fit(frame, y)
         .score(test_frame, y_test)
         for s in range(3)
@@ -153,6 +156,7 @@ def test_logistic_regression_beats_the_majority_on_a_one_hot_heavy_schema() -> N
                         epsilon=1.0,
                         data_norm=math.sqrt(schema.n_encoded),
                         random_state=s,
+                        noise_seed=s,
                         accountant=BudgetAccountant(),
                     ),
                     Z,
@@ -181,7 +185,7 @@ def test_bounds_come_from_the_schema(cls: type) -> None:
 
 @pytest.mark.parametrize("cls", DP_CLASSES)
 def test_without_schema_public_bounds_are_required(cls: type) -> None:
-    clf = cls(classes=CLASSES, random_state=0)
+    clf = cls(classes=CLASSES, random_state=0, noise_seed=0)
     Z = SCHEMA.encode(X)
 
     with pytest.raises(InvalidPrivacyParameterError, match="public"):
@@ -198,7 +202,7 @@ def test_without_schema_public_bounds_are_required(cls: type) -> None:
     ],
 )
 def test_without_schema_explicit_public_bounds_are_used(cls: type, param: str, value: Any) -> None:
-    clf = cls(classes=CLASSES, random_state=0, **{param: value})
+    clf = cls(classes=CLASSES, random_state=0, noise_seed=0, **{param: value})
 
     clf.fit(SCHEMA.encode(X), Y)
 
@@ -250,7 +254,7 @@ def test_declared_class_order_is_kept(cls: type) -> None:
 def test_absent_declared_class_keeps_its_column(cls: type) -> None:
     classes = [*CLASSES, "purple"]
 
-    clf = cls(schema=SCHEMA, classes=classes, random_state=0).fit(X, Y)
+    clf = cls(schema=SCHEMA, classes=classes, random_state=0, noise_seed=0).fit(X, Y)
 
     assert clf.predict_proba(X).shape == (len(X), 4)
     if cls is DPLogisticRegression:
@@ -258,7 +262,7 @@ def test_absent_declared_class_keeps_its_column(cls: type) -> None:
 
 
 def test_naive_bayes_refuses_an_absent_declared_class() -> None:
-    clf = DPGaussianNB(schema=SCHEMA, classes=[*CLASSES, "purple"], random_state=0)
+    clf = DPGaussianNB(schema=SCHEMA, classes=[*CLASSES, "purple"], random_state=0, noise_seed=0)
 
     with pytest.raises(LabelError, match="purple"):
         clf.fit(X, Y)
@@ -271,7 +275,7 @@ def test_one_vs_rest_matches_diffprivlib_fit(n_classes: int) -> None:
     # Reference: diffprivlib's own fit, valid when every class occurs in y.
     Z = SCHEMA.encode(X).astype(np.float64)
     codes = np.unique(Y, return_inverse=True)[1] % n_classes
-    params: dict[str, Any] = {"epsilon": 2.0, "data_norm": 2.0, "random_state": 7}
+    params: dict[str, Any] = {"epsilon": 2.0, "data_norm": 2.0, "random_state": 7, "noise_seed": 7}
 
     reference = DiffprivlibLogisticRegression(accountant=BudgetAccountant(), **params)
     reference.fit(Z, codes)
@@ -356,7 +360,9 @@ def test_noise_shrinks_as_epsilon_grows() -> None:
     # with ε (objective perturbation: noise norm ∝ 1/ε).
     def spread(epsilon: float) -> float:
         coefs = [
-            DPLogisticRegression(schema=SCHEMA, classes=CLASSES, epsilon=epsilon, random_state=s)
+            DPLogisticRegression(
+                schema=SCHEMA, classes=CLASSES, epsilon=epsilon, random_state=s, noise_seed=s
+            )
             .fit(X, Y)
             .estimator_.coef_
             for s in range(6)

@@ -57,9 +57,12 @@ def test_fitted_module_takes_the_public_encoding_and_matches_predict(
             dp=False,
             epochs=3,
             random_state=0,
+            noise_seed=0,
         )
     else:
-        est = DPSGDLogisticRegression(classes=list(range(10)), epsilon=1.0, random_state=0)
+        est = DPSGDLogisticRegression(
+            classes=list(range(10)), epsilon=1.0, random_state=0, noise_seed=0
+        )
     est.fit(X, y)
 
     with torch.no_grad():
@@ -77,7 +80,7 @@ def test_centring_makes_a_private_multiclass_model_learn_where_uncentred_inputs_
         scores = []
         for seed in range(3):
             est = DPSGDLogisticRegression(
-                classes=list(range(10)), epsilon=1.0, delta=1e-4, random_state=seed
+                classes=list(range(10)), epsilon=1.0, delta=1e-4, random_state=seed, noise_seed=seed
             )
             scores.append(float((est.fit(X, y).predict(X_test) == y_test).mean()))
         return float(np.mean(scores))
@@ -99,6 +102,7 @@ def test_regression_predictions_are_in_target_units_after_both_folds() -> None:
         accountant="rdp",
         target_bounds=(10.0, 30.0),
         random_state=0,
+        noise_seed=0,
     ).fit(X, y)
 
     with torch.no_grad():
@@ -119,7 +123,9 @@ def test_fit_many_takes_sites_holding_different_subsets_of_the_consortium_schema
     full = pd.DataFrame(rng.random((240, 3)), columns=["a", "b", "c"])
     Xs = [full.iloc[:120][["a", "b"]], full.iloc[120:][["c", "a"]]]
     ys = [(X["a"] > 0.5).astype(int).to_numpy() for X in Xs]
-    est = DPSGDLogisticRegression(schema=schema, classes=[0, 1], epsilon=1.0, random_state=0)
+    est = DPSGDLogisticRegression(
+        schema=schema, classes=[0, 1], epsilon=1.0, random_state=0, noise_seed=0
+    )
 
     models = fit_many(est, Xs, ys)
 

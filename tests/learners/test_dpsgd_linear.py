@@ -68,7 +68,7 @@ def test_logistic_regression_learns_at_epsilon_one_with_defaults(
     n_classes: int, floor: float
 ) -> None:
     classes = ["no", "yes"] if n_classes == 2 else ["low", "mid", "high"]
-    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=classes, random_state=0)
+    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=classes, random_state=0, noise_seed=0)
 
     clf.fit(TRAIN, _labels(TRAIN, n_classes))
 
@@ -79,7 +79,9 @@ def test_logistic_regression_learns_at_epsilon_one_with_defaults(
 
 
 def test_logistic_regression_is_the_engine_without_hidden_layers() -> None:
-    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=["no", "yes"], random_state=0)
+    clf = DPSGDLogisticRegression(
+        schema=SCHEMA, classes=["no", "yes"], random_state=0, noise_seed=0
+    )
 
     clf.fit(TRAIN, _labels(TRAIN, 2))
 
@@ -94,7 +96,9 @@ def test_logistic_regression_is_the_engine_without_hidden_layers() -> None:
 def test_linear_regression_learns_and_folds_the_public_target_bounds() -> None:
     y = 10 + 5 * (TRAIN["x0"] - TRAIN["x2"]).to_numpy()
     y_test = 10 + 5 * (TEST["x0"] - TEST["x2"]).to_numpy()
-    reg = DPSGDLinearRegression(schema=SCHEMA, target_bounds=(0.0, 20.0), random_state=0)
+    reg = DPSGDLinearRegression(
+        schema=SCHEMA, target_bounds=(0.0, 20.0), random_state=0, noise_seed=0
+    )
 
     reg.fit(TRAIN, y)
 
@@ -109,7 +113,9 @@ def test_linear_regression_learns_and_folds_the_public_target_bounds() -> None:
 
 # ---- "auto" hyperparameters and accounting ---------------------------------------------------
 def test_auto_resolves_to_full_batch_adam_for_100_steps() -> None:
-    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=["no", "yes"], random_state=0)
+    clf = DPSGDLogisticRegression(
+        schema=SCHEMA, classes=["no", "yes"], random_state=0, noise_seed=0
+    )
 
     clf.fit(TRAIN, _labels(TRAIN, 2))
 
@@ -130,6 +136,7 @@ def test_explicit_hyperparameters_win_over_auto() -> None:
         optimizer="sgd",
         max_grad_norm=0.5,
         random_state=0,
+        noise_seed=0,
     )
 
     clf.fit(TRAIN, _labels(TRAIN, 2))
@@ -143,7 +150,12 @@ def test_explicit_hyperparameters_win_over_auto() -> None:
 def test_resolved_hyperparameters_do_not_depend_on_the_private_rows() -> None:
     other = _frame(1200, 5)
     flipped = np.where(_labels(other, 2) == "yes", "no", "yes")
-    params: dict[str, Any] = {"schema": SCHEMA, "classes": ["no", "yes"], "random_state": 0}
+    params: dict[str, Any] = {
+        "schema": SCHEMA,
+        "classes": ["no", "yes"],
+        "random_state": 0,
+        "noise_seed": 0,
+    }
 
     a = DPSGDLogisticRegression(**params).fit(TRAIN, _labels(TRAIN, 2))
     b = DPSGDLogisticRegression(**params).fit(other, flipped)
@@ -155,7 +167,12 @@ def test_resolved_hyperparameters_do_not_depend_on_the_private_rows() -> None:
 
 def test_reported_epsilon_is_dp_accounting_for_the_full_batch_run() -> None:
     clf = DPSGDLogisticRegression(
-        schema=SCHEMA, classes=["no", "yes"], epsilon=None, noise_multiplier=30.0, random_state=0
+        schema=SCHEMA,
+        classes=["no", "yes"],
+        epsilon=None,
+        noise_multiplier=30.0,
+        random_state=0,
+        noise_seed=0,
     )
 
     clf.fit(TRAIN[:400], _labels(TRAIN[:400], 2))
@@ -171,7 +188,9 @@ def test_reported_epsilon_is_dp_accounting_for_the_full_batch_run() -> None:
 
 
 def test_planned_events_match_what_fit_records() -> None:
-    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=["no", "yes"], random_state=0)
+    clf = DPSGDLogisticRegression(
+        schema=SCHEMA, classes=["no", "yes"], random_state=0, noise_seed=0
+    )
 
     planned = clf.planned_privacy_events(1200, SCHEMA.n_encoded)
     clf.fit(TRAIN, _labels(TRAIN, 2))
@@ -183,7 +202,9 @@ def test_planned_events_match_what_fit_records() -> None:
 def test_fit_many_trains_each_site_as_its_own_fit() -> None:
     Xs = [TRAIN[:300], TRAIN[300:800], TRAIN[800:]]
     ys = [_labels(X, 2) for X in Xs]
-    est = DPSGDLogisticRegression(schema=SCHEMA, classes=["no", "yes"], random_state=3)
+    est = DPSGDLogisticRegression(
+        schema=SCHEMA, classes=["no", "yes"], random_state=3, noise_seed=3
+    )
 
     models = fit_many(est, Xs, ys)
 
@@ -194,7 +215,9 @@ def test_fit_many_trains_each_site_as_its_own_fit() -> None:
 
 
 def test_cross_val_score_and_clone() -> None:
-    clf = DPSGDLogisticRegression(schema=SCHEMA, classes=["no", "yes"], random_state=0)
+    clf = DPSGDLogisticRegression(
+        schema=SCHEMA, classes=["no", "yes"], random_state=0, noise_seed=0
+    )
 
     scores = cross_val_score(clf, TRAIN, _labels(TRAIN, 2), cv=3)
 
@@ -204,9 +227,17 @@ def test_cross_val_score_and_clone() -> None:
 
 def test_registered_with_the_common_parameters() -> None:
     clf = create_learner(
-        "dp_sgd_logistic", schema=SCHEMA, classes=[0, 1], epsilon=0.5, delta=1e-6, random_state=1
+        "dp_sgd_logistic",
+        schema=SCHEMA,
+        classes=[0, 1],
+        epsilon=0.5,
+        delta=1e-6,
+        random_state=1,
+        noise_seed=1,
     )
-    reg = create_learner("dp_sgd_linear", schema=SCHEMA, epsilon=2.0, delta=1e-6, random_state=1)
+    reg = create_learner(
+        "dp_sgd_linear", schema=SCHEMA, epsilon=2.0, delta=1e-6, random_state=1, noise_seed=1
+    )
 
     assert isinstance(clf, DPSGDLogisticRegression) and isinstance(reg, DPSGDLinearRegression)
     assert (clf.epsilon, clf.delta, clf.classes) == (0.5, 1e-6, [0, 1])
@@ -246,7 +277,7 @@ def test_malformed_target_bounds_raise() -> None:
 
 
 def test_epsilon_is_finite_and_sample_rate_public() -> None:
-    reg = DPSGDLinearRegression(schema=SCHEMA, epsilon=0.5, random_state=0)
+    reg = DPSGDLinearRegression(schema=SCHEMA, epsilon=0.5, random_state=0, noise_seed=0)
 
     reg.fit(TRAIN[:200], TRAIN["x0"][:200])
 

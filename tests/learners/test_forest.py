@@ -18,7 +18,7 @@ def _data(n: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_probabilities_are_the_fraction_of_trees_voting() -> None:
     X, y = _data()
     clf = DPRandomForestClassifier(
-        classes=[0, 1, 2], bounds=(0, 1), n_estimators=7, max_depth=3, random_state=0
+        classes=[0, 1, 2], bounds=(0, 1), n_estimators=7, max_depth=3, random_state=0, noise_seed=0
     ).fit(X, y)
 
     proba = clf.predict_proba(X)
@@ -34,7 +34,12 @@ def test_trees_are_no_deeper_than_max_depth(max_depth: int) -> None:
     X, y = _data()
 
     clf = DPRandomForestClassifier(
-        classes=[0, 1], bounds=(0, 1), n_estimators=4, max_depth=max_depth, random_state=1
+        classes=[0, 1],
+        bounds=(0, 1),
+        n_estimators=4,
+        max_depth=max_depth,
+        random_state=1,
+        noise_seed=1,
     ).fit(X, y)
 
     assert all(t.get_depth() <= max_depth for t in clf.estimator_.estimators_)
@@ -47,7 +52,12 @@ def test_split_thresholds_are_drawn_within_the_public_bounds() -> None:
     y = (X[:, 1] > 0.7).astype(int)
 
     clf = DPRandomForestClassifier(
-        classes=[0, 1], bounds=(lower, upper), n_estimators=5, max_depth=4, random_state=0
+        classes=[0, 1],
+        bounds=(lower, upper),
+        n_estimators=5,
+        max_depth=4,
+        random_state=0,
+        noise_seed=0,
     ).fit(X, y)
 
     for tree in clf.estimator_.estimators_:
@@ -70,6 +80,7 @@ def test_without_shuffle_each_tree_trains_on_a_block_of_rows_in_input_order() ->
             epsilon=1000.0,
             shuffle=shuffle,
             random_state=1,
+            noise_seed=1,
         ).fit(X, y)
         trees = clf.estimator_.estimators_
         return [float(np.mean(tree.predict(X) == k)) for k, tree in enumerate(trees)]
@@ -84,12 +95,12 @@ def test_schema_inputs_give_the_same_model_as_the_encoded_matrix_with_unit_bound
     raw = np.random.default_rng(3).uniform(-10, 10, (150, 2))
     y = (raw[:, 0] > 0).astype(int)
 
-    with_schema = DPRandomForestClassifier(schema=schema, classes=[0, 1], random_state=4).fit(
-        raw, y
-    )
-    encoded = DPRandomForestClassifier(classes=[0, 1], bounds=(0, 1), random_state=4).fit(
-        schema.encode(raw), y
-    )
+    with_schema = DPRandomForestClassifier(
+        schema=schema, classes=[0, 1], random_state=4, noise_seed=4
+    ).fit(raw, y)
+    encoded = DPRandomForestClassifier(
+        classes=[0, 1], bounds=(0, 1), random_state=4, noise_seed=4
+    ).fit(schema.encode(raw), y)
 
     np.testing.assert_array_equal(
         with_schema.predict_proba(raw), encoded.predict_proba(schema.encode(raw))

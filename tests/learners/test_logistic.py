@@ -22,7 +22,13 @@ def _data(n: int = 150, k: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarr
 def test_rows_beyond_the_public_norm_are_clipped_to_it() -> None:
     X, y = _data()
     unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    params = {"classes": [0, 1], "data_norm": 1.0, "fit_intercept": False, "random_state": 3}
+    params = {
+        "classes": [0, 1],
+        "data_norm": 1.0,
+        "fit_intercept": False,
+        "random_state": 3,
+        "noise_seed": 3,
+    }
 
     long_rows = DPLogisticRegression(**params).fit(5 * unit, y)
     unit_rows = DPLogisticRegression(**params).fit(unit, y)
@@ -35,7 +41,9 @@ def test_rows_beyond_the_public_norm_are_clipped_to_it() -> None:
 def test_one_problem_for_two_classes_and_one_per_class_otherwise(k: int, problems: int) -> None:
     X, y = _data(k=k)
 
-    clf = DPLogisticRegression(classes=list(range(k)), data_norm=2.0, random_state=0).fit(X, y)
+    clf = DPLogisticRegression(
+        classes=list(range(k)), data_norm=2.0, random_state=0, noise_seed=0
+    ).fit(X, y)
 
     assert clf.n_iter_.shape == (problems,)
     assert clf.estimator_.coef_.shape == (problems, 3)
@@ -47,7 +55,9 @@ def test_one_problem_for_two_classes_and_one_per_class_otherwise(k: int, problem
 def test_explicit_data_norm_is_reported_and_the_schema_bound_is_not_needed() -> None:
     X, y = _data()
 
-    clf = DPLogisticRegression(classes=[0, 1], data_norm=2.5, random_state=0).fit(X, y)
+    clf = DPLogisticRegression(classes=[0, 1], data_norm=2.5, random_state=0, noise_seed=0).fit(
+        X, y
+    )
 
     assert clf.data_norm_ == 2.5 and clf.schema_ is None
 
@@ -56,7 +66,7 @@ def test_one_vs_rest_spends_the_model_epsilon_once_and_labels_codes() -> None:
     X, y = _data(k=3)
     accountant = BudgetAccountant()
     model = DiffprivlibLogisticRegression(
-        epsilon=0.6, data_norm=2.0, random_state=0, accountant=accountant
+        epsilon=0.6, data_norm=2.0, random_state=0, noise_seed=0, accountant=accountant
     )
 
     fitted = fit_one_vs_rest(model, X, y, 3)
@@ -71,7 +81,7 @@ def test_one_vs_rest_refuses_a_budget_the_accountant_cannot_afford() -> None:
     X, y = _data()
     accountant = BudgetAccountant(epsilon=0.5)
     model = DiffprivlibLogisticRegression(
-        epsilon=1.0, data_norm=2.0, random_state=0, accountant=accountant
+        epsilon=1.0, data_norm=2.0, random_state=0, noise_seed=0, accountant=accountant
     )
 
     with pytest.raises(BudgetError):

@@ -18,7 +18,9 @@ def _data(n: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_public_priors_are_used_as_given() -> None:
     X, y = _data()
 
-    clf = DPGaussianNB(classes=[0, 1], bounds=(0, 1), priors=[0.3, 0.7], random_state=0).fit(X, y)
+    clf = DPGaussianNB(
+        classes=[0, 1], bounds=(0, 1), priors=[0.3, 0.7], random_state=0, noise_seed=0
+    ).fit(X, y)
 
     np.testing.assert_array_equal(clf.estimator_.class_prior_, [0.3, 0.7])
 
@@ -28,9 +30,9 @@ def test_noisy_means_stay_within_the_public_bounds(epsilon: float) -> None:
     X, y = _data()
     lower, upper = np.array([0.0, -1.0, 0.0]), np.array([1.0, 1.0, 4.0])
 
-    clf = DPGaussianNB(classes=[0, 1], bounds=(lower, upper), epsilon=epsilon, random_state=0).fit(
-        X, y
-    )
+    clf = DPGaussianNB(
+        classes=[0, 1], bounds=(lower, upper), epsilon=epsilon, random_state=0, noise_seed=0
+    ).fit(X, y)
 
     theta = clf.estimator_.theta_
     assert theta.shape == (2, 3)
@@ -41,7 +43,9 @@ def test_noisy_means_stay_within_the_public_bounds(epsilon: float) -> None:
 def test_a_large_budget_recovers_the_class_means() -> None:
     X, y = _data(2000)
 
-    clf = DPGaussianNB(classes=[0, 1], bounds=(0, 1), epsilon=1000.0, random_state=0).fit(X, y)
+    clf = DPGaussianNB(
+        classes=[0, 1], bounds=(0, 1), epsilon=1000.0, random_state=0, noise_seed=0
+    ).fit(X, y)
 
     expected = np.stack([X[y == k].mean(axis=0) for k in (0, 1)])
     np.testing.assert_allclose(clf.estimator_.theta_, expected, atol=0.02)
@@ -49,7 +53,7 @@ def test_a_large_budget_recovers_the_class_means() -> None:
 
 def test_var_smoothing_is_added_to_every_variance() -> None:
     X, y = _data()
-    params = {"classes": [0, 1], "bounds": (0, 1), "random_state": 0}
+    params = {"classes": [0, 1], "bounds": (0, 1), "random_state": 0, "noise_seed": 0}
 
     plain = DPGaussianNB(var_smoothing=0.0, **params).fit(X, y)
     smoothed = DPGaussianNB(var_smoothing=0.5, **params).fit(X, y)

@@ -66,7 +66,7 @@ def _search(**params: Any) -> PrivateHyperparameterSearch:
     return PrivateHyperparameterSearch(
         estimator=params.pop("estimator", _base()),
         param_grid=params.pop("param_grid", GRID),
-        **{"random_state": 0, **params},
+        **{"random_state": 0, "noise_seed": 0, **params},
     )
 
 
@@ -169,8 +169,8 @@ def test_picks_the_candidate_that_learns() -> None:
 
 
 def test_same_seed_same_selection() -> None:
-    a = _search(random_state=5).fit(X[:500], Y[:500])
-    b = _search(random_state=5).fit(X[:500], Y[:500])
+    a = _search(random_state=5, noise_seed=5).fit(X[:500], Y[:500])
+    b = _search(random_state=5, noise_seed=5).fit(X[:500], Y[:500])
 
     assert a.best_params_ == b.best_params_ and a.n_runs_ == b.n_runs_
     np.testing.assert_array_equal(a.predict_proba(X_TEST), b.predict_proba(X_TEST))
@@ -182,7 +182,13 @@ def test_regressor_is_scored_on_its_public_target_bounds() -> None:
     reg = DPSGDLinearRegression(schema=SCHEMA, target_bounds=(-1.0, 2.0))
 
     search = select_hyperparameters(
-        reg, {"learning_rate": [0.01, 0.02]}, X, t, mean_repetitions=2.0, random_state=0
+        reg,
+        {"learning_rate": [0.01, 0.02]},
+        X,
+        t,
+        mean_repetitions=2.0,
+        random_state=0,
+        noise_seed=0,
     )
 
     assert search.predict(X_TEST[:5]).shape == (5,) and 0.0 < search.best_score_ <= 1.1

@@ -14,6 +14,7 @@ from scipy.optimize import brentq
 
 from pubsubml.errors import InvalidPrivacyParameterError
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.noise import SecureRandom
 from pubsubml.privacy.repetitions import (
     repeat_and_select_event,
     sample_repetitions,
@@ -97,10 +98,16 @@ def test_sampling_refuses_malformed_laws(mean: Any, shape: Any) -> None:
         sample_repetitions(mean, shape, np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("rng", [np.random.RandomState(0), 0, None])
-def test_sampling_needs_a_numpy_generator(rng: Any) -> None:
+@pytest.mark.parametrize("rng", [np.random.RandomState(0), 0])
+def test_sampling_needs_a_numpy_generator_or_a_secure_source(rng: Any) -> None:
     with pytest.raises(InvalidPrivacyParameterError, match="Generator"):
         sample_repetitions(3.0, 1.0, rng)
+
+
+def test_sampling_draws_from_a_secure_source_by_default() -> None:
+    draws = [sample_repetitions(6.0, 1.0) for _ in range(300)]
+    assert min(draws) >= 1 and abs(np.mean(draws) - 6.0) < 1.5
+    assert sample_repetitions(6.0, 1.0, SecureRandom()) >= 1
 
 
 def test_sampling_is_reproducible_under_a_seed() -> None:

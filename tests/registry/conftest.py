@@ -260,7 +260,13 @@ def privacy_record(
 ) -> PrivacyRecord:
     """A correct privacy record of ``events`` (ε by the PLD accountant), with optional changes."""
     eps = compute_epsilon(list(events), delta) if delta > 0 else 1.0
-    data: dict[str, Any] = {"epsilon": eps, "delta": delta, "accountant": "pld", **changes}
+    data: dict[str, Any] = {
+        "epsilon": eps,
+        "delta": delta,
+        "accountant": "pld",
+        "noise": "secure",
+        **changes,
+    }
     return PrivacyRecord.from_events(list(events), **data)
 
 

@@ -18,7 +18,12 @@ from fastapi.testclient import TestClient
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.signing import key_id, public_key_from_base64, public_key_to_bytes
 from pubsubml.artifacts.validation import validate_untrusted
-from pubsubml.errors import AuthenticationError, ChannelSyntaxError, NotFoundError
+from pubsubml.errors import (
+    AuthenticationError,
+    ChannelSyntaxError,
+    NotFoundError,
+    RegistryUnreachableError,
+)
 from pubsubml.registry.app import create_app
 from pubsubml.registry.client import RegistryClient
 from pubsubml.schema import Feature
@@ -233,8 +238,9 @@ def _losing(env: Server, who: str, method: str, suffix: str, **kwargs: Any) -> A
 
 def test_a_subscription_whose_answer_was_lost_is_not_sent_twice(env: Server) -> None:
     transport, b = _losing(env, "b", "POST", "/v1/subscriptions")
-    with pytest.raises(httpx.ReadError):
+    with pytest.raises(RegistryUnreachableError, match="POST request may have") as info:
         b.subscribe(env.names["b"], "age", task="classification")
+    assert isinstance(info.value.__cause__, httpx.ReadError) and info.value.sent
     assert transport.calls == 1
     assert len(env.client("b").list_subscriptions()) == 1  # created once, by that request
 
@@ -259,8 +265,9 @@ def test_downloads_are_retried_and_retries_can_be_turned_off(env: Server, artifa
     assert transport.calls == 2
     transport.lost = False
     once = RegistryClient(BASE, env.tokens["b"], http_client=http, retries=0)
-    with pytest.raises(httpx.ReadError):
+    with pytest.raises(RegistryUnreachableError) as info:
         once.download_weights(model_id)
+    assert isinstance(info.value.__cause__, httpx.ReadError)
     assert transport.calls == 3
 
 

@@ -141,7 +141,11 @@ def test_expensive_or_unaccountable_dp_events_are_refused_fast(registry: Any, na
     events, delta = _hostile_events()[name]
     art = registry.artifacts("a", seed=91)
     record = PrivacyRecord.from_events(
-        events, epsilon=1.0, delta=delta, accountant="pure" if delta == 0 else "pld"
+        events,
+        epsilon=1.0,
+        delta=delta,
+        accountant="pure" if delta == 0 else "pld",
+        noise="secure",
     )
     hostile = registry.artifacts.resign(art.card, art.weights, "a", privacy=record)
     before = registry.snapshot()

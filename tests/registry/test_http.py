@@ -18,6 +18,7 @@ from pubsubml.errors import (
     NotFoundError,
     PermissionDeniedError,
     PrivacyBudgetExceededError,
+    RegistryUnreachableError,
 )
 from pubsubml.hub import Hub
 from pubsubml.registry.client import RegistryClient
@@ -134,8 +135,9 @@ def test_client_retries_connection_errors(server: dict[str, Any], artifacts: Any
     assert client.publish(art.card, art.weights) == art.card.model_id
     assert transport.calls == 3
     transport.left = 10
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(RegistryUnreachableError, match="connection refused") as info:
         client.health()
+    assert isinstance(info.value.__cause__, httpx.ConnectError) and not info.value.sent
     http.close()
 
 

@@ -35,7 +35,7 @@ def privacy_record(events: Any = None, **changes: Any) -> PrivacyRecord:
     """A correct privacy record of ``events`` (default: one Gaussian release), or a changed one."""
     events = list(events or [DPEvent(mechanism="gaussian", noise_multiplier=5.0)])
     data: dict[str, Any] = {"epsilon": compute_epsilon(events, DELTA), "delta": DELTA, **changes}
-    return PrivacyRecord.from_events(events, accountant="pld", **data)
+    return PrivacyRecord.from_events(events, accountant="pld", noise="secure", **data)
 
 
 def _chain(n_nodes: int, n_in: int) -> bytes:

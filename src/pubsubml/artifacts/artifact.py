@@ -163,10 +163,12 @@ def make_artifact(
     signing_key: Ed25519PrivateKey,
     architecture: MLPArchitecture | None = None,
     created_at: datetime | None = None,
+    defaulted_features: Sequence[str] | None = None,
 ) -> Artifact:
     """Describe, digest and sign already-encoded weights.
 
-    ``classes=None`` makes a regression card.
+    ``classes=None`` makes a regression card; ``defaulted_features`` names the ``schema``
+    features the publisher did not hold (constant at their public defaults in training).
 
     Raises
     ------
@@ -185,6 +187,7 @@ def make_artifact(
         created_at=created_at or datetime.now(UTC),
         format=format,
         architecture=architecture,
+        defaulted_features=list(defaulted_features) if defaulted_features else None,
         weights_sha256=digest,
         signer_key_id=key_id(signing_key.public_key()),
     )

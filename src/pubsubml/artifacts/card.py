@@ -170,6 +170,11 @@ class ModelCard(BaseModel):
     format : {"onnx", "safetensors"}
     architecture : MLPArchitecture or None
         Required for safetensors, ``None`` for ONNX.
+    defaulted_features : list of str or None
+        The ``input_schema`` features the publisher did not hold: the model was trained with them
+        constant at their public defaults (an explicit extension to the consortium's schema,
+        pubsub-ml.txt §4 Step 3).  Channels match only the other ones (:attr:`trained_features`).
+        ``None`` (left out of the JSON) when the model saw every input feature.
     weights_sha256 : str
         Lowercase hex SHA-256 of the weights bytes.
     signer_key_id : str or None
@@ -201,6 +206,9 @@ class ModelCard(BaseModel):
     created_at: datetime
     format: Literal["onnx", "safetensors"]
     architecture: MLPArchitecture | None = None
+    defaulted_features: list[str] | None = Field(
+        default=None, max_length=MAX_FEATURES, exclude_if=lambda v: v is None
+    )
     weights_sha256: str
     signer_key_id: str | None = None
     signature: str | None = None
@@ -296,6 +304,16 @@ class ModelCard(BaseModel):
             if len(self.output) != 1:
                 raise ValueError(f"a regression card has one output, got {len(self.output)}")
         self._check_architecture()
+        if self.defaulted_features is not None:
+            names = set(self.input_schema.names)
+            unknown = [f for f in self.defaulted_features if f not in names]
+            if unknown or not self.defaulted_features:
+                raise ValueError(
+                    f"defaulted_features must be a non-empty list of input features, got "
+                    f"{self.defaulted_features[:10]}"
+                )
+            if len(set(self.defaulted_features)) == len(names):
+                raise ValueError("a model needs at least one feature it was trained on")
         if self.signature is not None and self.signer_key_id is None:
             raise ValueError("a signed card must name its signer_key_id")
         return self
@@ -359,3 +377,9 @@ class ModelCard(BaseModel):
     def input_features(self) -> list[str]:
         """Names of the input features, in the model's order."""
         return self.input_schema.names
+
+    @property
+    def trained_features(self) -> list[str]:
+        """The input features the publisher held (channels match these), in the model's order."""
+        defaulted = set(self.defaulted_features or ())
+        return [n for n in self.input_schema.names if n not in defaulted]

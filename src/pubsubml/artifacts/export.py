@@ -60,7 +60,9 @@ def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -
     accountant (RDP when the estimator's ``accountant_`` says it reported RDP), or by basic
     composition of pure ε-DP events when δ = 0 (diffprivlib models; see
     :func:`~pubsubml.artifacts.privacy_record.account_epsilon`), and must equal the estimator's
-    ``epsilon_``.  An estimator without events is non-private (ε = ∞).
+    ``epsilon_``.  An estimator without events is non-private (ε = ∞).  The record's ``noise`` is
+    the estimator's ``noise_``; an estimator that does not report one is recorded as
+    ``"seeded"`` (not known to be secure).
 
     Raises
     ------
@@ -85,8 +87,15 @@ def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -
             f"{type(estimator).__name__}.epsilon_ = {claimed} but the {accountant} accountant "
             f"gives {epsilon} for its {len(events)} DP events at δ = {delta}"
         )
+    noise = getattr(estimator, "noise_", None)
     return PrivacyRecord.from_events(
-        events, epsilon=epsilon, delta=delta, accountant=accountant, data_scope=data_scope
+        events,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        data_scope=data_scope,
+        # An estimator that does not say where its noise came from is not taken as secure.
+        noise="secure" if noise == "secure" else "seeded",
     )
 
 
@@ -286,6 +295,9 @@ def export_model(
         privacy=privacy,
         signing_key=signing_key,
         architecture=architecture if fmt == "safetensors" else None,
+        defaulted_features=[
+            n for n in getattr(fitted, "defaulted_features_", None) or () if n in resolved.names
+        ],
     )
     public = signing_key.public_key()
     artifact.open({key_id(public): public}, check_privacy=False)  # fail here, not at subscribers

@@ -24,6 +24,7 @@ from pydantic import (
 
 from pubsubml.errors import InvalidPrivacyParameterError, PubsubmlError, UntrustedArtifactError
 from pubsubml.privacy.events import DPEvent, Mechanism
+from pubsubml.privacy.noise import NoiseKind
 
 __all__ = [
     "Accountant",
@@ -78,6 +79,12 @@ class PrivacyRecord(BaseModel):
         δ = 0); ``None`` exactly when there are no events.
     data_scope : list of str, optional
         Which data the events spent budget on (e.g. ``["2024-q1"]``), for parallel composition.
+    noise : {"secure", "seeded"}, optional
+        Where the mechanisms' randomness came from (:mod:`pubsubml.privacy.noise`): a secure
+        source nobody can regenerate, or a seed (a simulation: whoever knows the seed can
+        subtract the noise, so a default registry refuses such a card).  Absent on cards made
+        before the field existed (and then left out of the JSON, so their signatures verify)
+        and on non-private records.
 
     Raises
     ------
@@ -105,6 +112,12 @@ class PrivacyRecord(BaseModel):
     delta: float
     accountant: Accountant | None = None
     data_scope: list[str] | None = Field(default=None, max_length=MAX_SCOPE)
+    noise: NoiseKind | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def noise_is_secure(self) -> bool:
+        """True when the record says its noise came from a secure source."""
+        return self.noise == "secure"
 
     @classmethod
     def from_events(
@@ -115,6 +128,7 @@ class PrivacyRecord(BaseModel):
         delta: float,
         accountant: Accountant | None = None,
         data_scope: Sequence[str] | None = None,
+        noise: NoiseKind | None = None,
     ) -> PrivacyRecord:
         """Build a record, filling the convenience fields from ``events``."""
         return cls(
@@ -123,6 +137,7 @@ class PrivacyRecord(BaseModel):
             delta=float(delta),
             accountant=accountant,
             data_scope=None if data_scope is None else list(data_scope),
+            noise=noise,
             **summarize_events(events),
         )
 
@@ -153,6 +168,8 @@ class PrivacyRecord(BaseModel):
         if not 0.0 <= self.delta < 1.0:
             raise ValueError(f"delta must be in [0, 1), got {self.delta}")
         if not self.events:
+            if self.noise is not None:
+                raise ValueError("a record without DP events has no noise to describe")
             if not math.isinf(self.epsilon) or self.accountant is not None:
                 raise ValueError(
                     "a record without DP events is a non-private model: epsilon must be "

@@ -54,13 +54,24 @@ _FEATURES = 2
 def _model(model: Model, epsilon: float, seed: int) -> DiffprivlibClassifier:
     if model == "logistic":
         return DPLogisticRegression(
-            classes=[0, 1], epsilon=epsilon, data_norm=math.sqrt(_FEATURES), random_state=seed
+            classes=[0, 1],
+            epsilon=epsilon,
+            data_norm=math.sqrt(_FEATURES),
+            random_state=seed,
+            noise_seed=seed,
         )
     if model == "naive_bayes":
-        return DPGaussianNB(classes=[0, 1], epsilon=epsilon, bounds=(0.0, 1.0), random_state=seed)
+        return DPGaussianNB(
+            classes=[0, 1], epsilon=epsilon, bounds=(0.0, 1.0), random_state=seed, noise_seed=seed
+        )
     # one tree: every record reaches the audited leaf (parallel composition is not under test)
     return DPRandomForestClassifier(
-        classes=[0, 1], epsilon=epsilon, bounds=(0.0, 1.0), n_estimators=1, random_state=seed
+        classes=[0, 1],
+        epsilon=epsilon,
+        bounds=(0.0, 1.0),
+        n_estimators=1,
+        random_state=seed,
+        noise_seed=seed,
     )
 
 

@@ -85,9 +85,15 @@ def learner_estimator(learner: Learner, epsilon: float, delta: float, seed: int)
     """The audited estimator with its DP-SGD defaults (it resolves σ and the schedule)."""
     if learner == "mlp":
         return DPMLPClassifier(
-            classes=[0, 1], target_epsilon=epsilon, target_delta=delta, random_state=seed
+            classes=[0, 1],
+            target_epsilon=epsilon,
+            target_delta=delta,
+            random_state=seed,
+            noise_seed=seed,
         )
-    return DPSGDLogisticRegression(classes=[0, 1], epsilon=epsilon, delta=delta, random_state=seed)
+    return DPSGDLogisticRegression(
+        classes=[0, 1], epsilon=epsilon, delta=delta, random_state=seed, noise_seed=seed
+    )
 
 
 def broken_config(config: DPSGDConfig, variant: str) -> DPSGDConfig:

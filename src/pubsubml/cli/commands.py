@@ -2,7 +2,8 @@
 
 ``pubsubml demo`` runs the main job on the embedded default; the registry, site, feature, publish,
 subscribe, pull and budget commands talk to a registry service; ``keygen``, ``schema``, ``train``,
-``customize``, ``predict`` and ``evaluate`` are a site's own steps on its files.
+``customize``, ``predict``, ``evaluate`` and ``contributions`` are a site's own steps on its files.
+``pubsubml --version`` prints the installed version.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "package_version"]
 
 app = typer.Typer(
     name="pubsubml",
@@ -23,8 +24,43 @@ app = typer.Typer(
 )
 
 
+def package_version() -> str:
+    """The installed version of pubsubml (its distribution's metadata, else ``__version__``).
+
+    Examples
+    --------
+    >>> import pubsubml
+    >>> package_version() == pubsubml.__version__
+    True
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pubsubml")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        import pubsubml
+
+        return pubsubml.__version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"pubsubml {package_version()}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version (pubsubml X.Y.Z) and exit.",
+        ),
+    ] = False,
+) -> None:
     """Publish/subscribe machine learning with differential privacy."""
 
 
@@ -72,14 +108,16 @@ def _mount_site() -> None:
     import pubsubml.cli.customize as customize_cli
     import pubsubml.cli.example as example_cli
     import pubsubml.cli.site as site_cli
+    import pubsubml.cli.train as train_cli
 
     app.command("example-data")(example_cli.example_data_command)
     app.command("keygen")(site_cli.keygen_command)
     app.add_typer(site_cli.schema_app, name="schema")
-    app.command("train")(site_cli.train_command)
+    app.command("train")(train_cli.train_command)
     app.command("customize")(customize_cli.customize_command)
     app.command("predict")(customize_cli.predict_command)
     app.command("evaluate")(customize_cli.evaluate_command)
+    app.command("contributions")(customize_cli.contributions_command)
 
 
 _mount_registry()

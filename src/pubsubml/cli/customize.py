@@ -4,9 +4,11 @@
 rows and the models in an inbox folder (one artifact per sub-folder, as ``pubsubml pull`` or
 ``pubsubml train`` write them), every card verified against trusted keys, and stores the
 customized model without pickle (:func:`~pubsubml.methods.pubsub.saved.save_customizer`).
-``pubsubml predict`` and ``pubsubml evaluate`` load it back, verified, and use it.  Nothing here
+``pubsubml predict`` and ``pubsubml evaluate`` load it back, verified, and use it, and
+``pubsubml contributions --disclose`` prints its per-publisher contribution scores.  Nothing here
 releases anything: the subscriber spends no privacy (§5, Theorem 3); contribution scores are only
-printed, never sent.
+printed, never sent, and being a non-DP function of the private rows (pfl-stacking.txt §3), they
+are printed by ``contributions`` only with ``--disclose``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,21 @@ from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
 from pubsubml.cli.site import _fail, _read_features, load_key, read_table
 
-__all__ = ["customize_command", "evaluate_command", "predict_command"]
+__all__ = [
+    "contributions_command",
+    "customize_command",
+    "evaluate_command",
+    "predict_command",
+]
 
 TRUSTED_KEYS_FILE = "trusted_keys.json"
+
+#: Why ``pubsubml contributions`` needs ``--disclose``.
+NOT_DP = (
+    "contribution scores are not differentially private: they are computed without noise from "
+    "the fusion fitted on your private rows, so whoever sees them learns something of those rows "
+    "that no ε accounts for; pass --disclose to print them"
+)
 
 
 # ---- the inbox ---------------------------------------------------------------------------
@@ -448,3 +462,93 @@ def _regression(pred: Any, y: Any) -> dict[str, float | None]:
         "RMSE": float(np.sqrt(np.mean((np.asarray(pred) - y) ** 2))),
         "MAE": float(mean_absolute_error(y, pred)),
     }
+
+
+# ---- contributions -----------------------------------------------------------------------
+def contributions_command(
+    customized: Annotated[Path, typer.Argument(help="Folder written by `pubsubml customize`.")],
+    disclose: Annotated[
+        bool,
+        typer.Option(
+            "--disclose",
+            help="Consent to showing the scores: a non-DP function of your private rows.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
+) -> None:
+    """Print each publisher's contribution to a customized model (a non-DP disclosure).
+
+    The score of a model is its share of the stacked fusion: the absolute weight of its block of
+    meta-features times their spread on the subscriber's rows, normalized over the candidates to
+    sum to 1, the own model's share included (pfl-stacking.txt §3); the same scores as
+    `pubsubml customize --contributions`.  They are computed without DP noise from a fusion
+    fitted on the private rows, so the command refuses (exit 1) without --disclose.  A fusion
+    stored as ONNX (--fusion linear or forest) keeps no weights to score, and is refused too.
+    """
+    from pubsubml.errors import PubsubmlError
+    from pubsubml.methods.pubsub.contributions import contribution_scores
+    from pubsubml.methods.pubsub.customizer import OWN_ID
+
+    if not disclose:
+        raise _fail(NOT_DP)
+    with steps(enabled=False) as run:
+        customizer = _load(customized, run)
+    if not hasattr(customizer.fusion_model_, "coef_"):
+        raise _fail(
+            f"{customized}: its {customizer.fusion_model} fusion is stored as ONNX, which keeps no "
+            "weights to score the models by; only the stacked fusion (customize --fusion "
+            "stacked, the default) keeps them"
+        )
+    try:
+        scores = contribution_scores(customizer, method="coefficients")
+    except (PubsubmlError, ValueError) as exc:
+        raise _fail(f"{customized}: {str(exc).splitlines()[0]}") from None
+    by_id = {m.model_id: m for m in customizer.models or []}
+    rows: list[dict[str, Any]] = []
+    for mid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])):
+        model = by_id.get(mid)
+        rows.append(
+            {
+                "model_id": mid,
+                "publisher": None if model is None else str(model.publisher),
+                "epsilon": None if model is None else float(model.epsilon),
+                "selected": mid in customizer.selected_ids_,
+                "score": score,
+            }
+        )
+    publishers: dict[str, float] = {}
+    for row in rows:
+        if row["publisher"] is not None:
+            publishers[row["publisher"]] = publishers.get(row["publisher"], 0.0) + row["score"]
+    if as_json:
+        document = {
+            "method": "coefficients",
+            "differentially_private": False,
+            "self_importance": scores.get(OWN_ID, 0.0),
+            "publishers": publishers,
+            "models": rows,
+        }
+        console.print_json(json.dumps(document))
+        return
+    table = Table(
+        title=f"contribution scores of {escape(customized.name)} (not DP)",
+        caption="own: your own model's share (self-importance)" if OWN_ID in scores else None,
+    )
+    table.add_column("model", no_wrap=True, min_width=32)
+    table.add_column("publisher", overflow="fold")
+    table.add_column("ε", justify="right")
+    table.add_column("contribution", justify="right")
+    for row in rows:
+        if row["model_id"] == OWN_ID:
+            who, eps = "(own model)", "-"
+        elif row["publisher"] is None:
+            who, eps = "- (not selected)", "-"
+        else:
+            who, eps = row["publisher"], f"{row['epsilon']:.3g}"
+        table.add_row(row["model_id"], escape(who), eps, f"{row['score']:.3f}")
+    console.print(table)
+    if len(publishers) < sum(r["publisher"] is not None for r in rows):
+        totals = Table("publisher", "contribution", title="per publisher")
+        for name, value in sorted(publishers.items(), key=lambda kv: (-kv[1], kv[0])):
+            totals.add_row(escape(name), f"{value:.3f}")
+        console.print(totals)

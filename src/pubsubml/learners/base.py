@@ -65,11 +65,16 @@ class SchemaInputMixin:
         return self._encode_with(schema, X, training=True)
 
     def _commit_input(self, X: Any, Z: np.ndarray) -> None:
-        """Set ``schema_``, ``n_features_in_`` and ``feature_names_in_`` for training input."""
+        """Set ``schema_``, ``n_features_in_``, ``feature_names_in_`` and ``defaulted_features_``
+        (the schema's features absent from a training DataFrame, filled with public defaults)."""
         schema = self.schema
         self.schema_ = schema
+        self.defaulted_features_: list[str] = []
         if isinstance(X, pd.DataFrame):
             self.feature_names_in_ = np.asarray([str(c) for c in X.columns], dtype=object)
+            if schema is not None:
+                given = set(self.feature_names_in_.tolist())
+                self.defaulted_features_ = [n for n in schema.names if n not in given]
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.n_features_in_ = int(Z.shape[1]) if schema is None else len(schema)

@@ -25,6 +25,7 @@ from pubsubml.errors import InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import SchemaInputMixin, check_labels
 from pubsubml.privacy.accountant import check_epsilon
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.noise import check_noise_seed
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -107,6 +108,8 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         One ``DPEvent(mechanism="approx_dp", epsilon=ε, delta=0, neighbouring="replace_one")``
         per diffprivlib mechanism: the guarantee for data sets that differ in one record's value,
         label included (replace-one neighbours).
+    noise_ : {"secure", "seeded"}
+        ``"seeded"`` when ``noise_seed`` was set (a simulation), else ``"secure"``.
     schema_ : FeatureSchema or None
     n_features_in_ : int
 
@@ -125,6 +128,7 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
     classes: Sequence[Any] | None
     epsilon: float
     random_state: Any
+    noise_seed: int | None
     #: Replace-one ε per unit of ε diffprivlib records (2 for add/remove-calibrated mechanisms).
     _replace_one_factor: float = 1.0
 
@@ -155,6 +159,7 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         """
         check_epsilon(self.epsilon)
         epsilon = float(self.epsilon)
+        noise = check_noise_seed(getattr(self, "noise_seed", None))
         if self.classes is None:
             raise LabelError(
                 f"{type(self).__name__} needs the public label set, e.g. classes=[0, 1]: reading "
@@ -184,7 +189,29 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
             DPEvent(mechanism="approx_dp", epsilon=e, delta=0.0, neighbouring="replace_one")
             for e, _ in spent
         ]
+        self.noise_ = noise
         return self
+
+    def planned_privacy_events(self, X: Any, y: Any) -> list[DPEvent]:
+        """An upper bound of what a ``fit(X, y)`` will spend, for a budget check before training.
+
+        One pure ``approx_dp`` event at the model's ε (replace-one): the fit records one event per
+        diffprivlib mechanism, whose ε add up to at most this one, and composes no worse.
+
+        Raises
+        ------
+        InvalidPrivacyParameterError
+            ε ≤ 0 or not finite.
+        """
+        check_epsilon(self.epsilon)
+        return [
+            DPEvent(
+                mechanism="approx_dp",
+                epsilon=float(self.epsilon),
+                delta=0.0,
+                neighbouring="replace_one",
+            )
+        ]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, shape (n_samples, n_classes), columns in ``classes_`` order."""

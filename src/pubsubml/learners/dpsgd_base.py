@@ -52,6 +52,7 @@ from pubsubml.learners.dpsgd_hyperparameters import AUTO, Backend, DPSGDHyperpar
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.noise import NoiseSource, SecureNoise, SeededNoise, check_noise_seed
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -121,6 +122,7 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
     noise_multiplier: float | None
     accountant: str
     random_state: Any
+    noise_seed: int | None
     module_: torch.nn.Sequential
 
     # ---- what differs between the networks and the linear models ----------------------------
@@ -163,6 +165,7 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         self.sample_rate_ = result.sample_rate
         self.steps_ = result.steps
         self.privacy_events_: list[DPEvent] = events
+        self.noise_ = result.noise if events else None
         self.accountant_ = self.accountant
         self.epsilon_ = epsilon
         self.delta_ = delta
@@ -196,6 +199,34 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         """
         _fit_sites([self], [X], [y])
         return self
+
+    def planned_privacy_events(self, X: Any, y: Any) -> list[DPEvent]:
+        """The DP events a ``fit(X, y)`` would record, from public inputs only; trains nothing.
+
+        σ, the sample rate and the steps follow from the number of rows, the privacy target and
+        the encoded width (module notes), so a site can check its budget before training.
+
+        Returns
+        -------
+        list of DPEvent
+            What :attr:`privacy_events_` will hold after the fit (empty when ``dp=False``).
+
+        Raises
+        ------
+        Whatever :meth:`fit` raises on the same input, before training.
+        """
+        plan = self._plan(X, y)
+        config, n = plan.config, int(plan.Z.shape[0])
+        if not config.private:
+            return []
+        return [
+            DPEvent(
+                mechanism="subsampled_gaussian",
+                noise_multiplier=float(config.noise_multiplier),
+                sample_rate=config.sample_rate_for(n),
+                count=config.steps_for(n),
+            )
+        ]
 
     def _forward(self, X: Any) -> torch.Tensor:
         check_is_fitted(self, "module_")
@@ -257,14 +288,38 @@ def centred(Z: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32) - np.float32(INPUT_CENTER))
 
 
+def _noise_sources(
+    random_state: Any,
+    noise_seed: int | None,
+    generators: list[torch.Generator],
+    first: int,
+) -> list[NoiseSource]:
+    """Each site's source of Poisson draws and noise: secure unless ``noise_seed`` is given.
+
+    With ``noise_seed`` equal to ``random_state`` the site's one generator draws the initial
+    weights and then the noise (a single-seed simulation); another ``noise_seed`` spawns its own
+    generators.
+    """
+    if check_noise_seed(noise_seed) == "secure":
+        return [SecureNoise() for _ in generators]
+    same = isinstance(random_state, int | np.integer) and int(random_state) == noise_seed
+    seeded = generators if same else _site_generators(noise_seed, len(generators), first)
+    return [SeededNoise(g) for g in seeded]
+
+
 def _fit_sites(
     estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence[Any], first: int = 0
 ) -> None:
     """Train each estimator on its data, grouped into stacks by architecture; all or nothing.
 
-    Estimator ``i`` takes the generator of site ``first + i``."""
+    Estimator ``i`` takes the generator (and, with a ``noise_seed``, the noise generator) of
+    site ``first + i``; without one, each site draws its noise from a fresh secure source."""
+    est0 = estimators[0]
+    noise_seed = getattr(est0, "noise_seed", None)
+    check_noise_seed(noise_seed)
     plans = [est._plan(X, y) for est, X, y in zip(estimators, Xs, ys, strict=True)]
-    generators = _site_generators(estimators[0].random_state, len(plans), first)
+    generators = _site_generators(est0.random_state, len(plans), first)
+    sources = _noise_sources(est0.random_state, noise_seed, generators, first)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, plan in enumerate(plans):
         key = (plan.layer_sizes, plan.config.optimizer, plan.config.private)
@@ -280,6 +335,7 @@ def _fit_sites(
             configs=[plans[i].config for i in members],
             generators=gens,
             loss=loss,
+            noise=[sources[i] for i in members],
         )
         for i, res in zip(members, results, strict=True):
             estimators[i]._commit(plans[i], res)
@@ -291,9 +347,11 @@ def fit_many(
     """Fit one clone of ``estimator`` per site, all sites trained at once on the stacked engine.
 
     Site ``s`` is trained with the ``(first_site + s)``-th generator spawned from
-    ``estimator.random_state`` (``numpy.random.SeedSequence(random_state).spawn``); site 0 of a
-    call with ``first_site=0`` is therefore exactly ``clone(estimator).fit(Xs[0], ys[0])``, and
-    every site's model depends only on its own data and seed, not on the other sites.  So a
+    ``estimator.random_state`` (``numpy.random.SeedSequence(random_state).spawn``) and, in a
+    simulation with a ``noise_seed``, the same child of ``noise_seed`` for its noise (without one,
+    each site's noise comes from its own secure source); site 0 of a call with ``first_site=0`` is
+    therefore exactly ``clone(estimator).fit(Xs[0], ys[0])``, and every site's model depends only
+    on its own data and seeds, not on the other sites.  So a
     population can be trained in batches (one per worker: ``fit_many(est, Xs[a:b], ys[a:b],
     first_site=a)``) and gives the models one call over all of it gives.  Each site has its own sample rate, steps, calibrated σ, ε
     and, for hyperparameters left at ``"auto"``, its own resolved values (they depend on n).
@@ -334,7 +392,8 @@ def fit_many(
     >>> Xs = [rng.random((60, 3)) for _ in range(4)]
     >>> ys = [(X[:, 0] > 0.5).astype(int) for X in Xs]
     >>> est = DPMLPClassifier(classes=[0, 1], hidden_layer_sizes=(8,), epochs=2, batch_size=20,
-    ...                       noise_multiplier=1.0, accountant="rdp", random_state=0)
+    ...                       noise_multiplier=1.0, accountant="rdp", random_state=0,
+    ...                       noise_seed=0)
     >>> models = fit_many(est, Xs, ys)
     >>> [m.steps_ for m in models], round(models[0].epsilon_, 2) == round(models[3].epsilon_, 2)
     ([6, 6, 6, 6], True)

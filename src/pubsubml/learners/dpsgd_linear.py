@@ -55,7 +55,16 @@ _PARAMS_DOC = """
         Per-sample clipping norm C; ``"auto"``: 1.0.
     accountant : {"pld", "rdp"}, default="pld"
     random_state : int, numpy Generator/RandomState or None
-        Seeds the initial weights, the Poisson draws and the noise."""
+        Seeds the initial weights (and the shuffles of a non-private run); never the privacy
+        noise.
+    noise_seed : int, optional
+        Seeds the Poisson draws and the noise, for simulations only: whoever knows it can
+        regenerate the noise, so a model trained with it is marked ``noise_ = "seeded"`` on its
+        card, :meth:`~pubsubml.sites.Site.publish` warns and a registry refuses it unless
+        started for research.  ``None`` (the default): a secure source keyed from
+        ``os.urandom`` per fit (:mod:`pubsubml.privacy.noise`).  Equal to ``random_state``, one
+        generator draws the initial weights, then the sampling and noise (one seed for the
+        whole simulated run)."""
 
 _ATTRS_DOC = """
     module_ : torch.nn.Sequential
@@ -67,6 +76,8 @@ _ATTRS_DOC = """
         What ran.
     privacy_events_ : list of DPEvent
         One ``subsampled_gaussian`` event of ``steps_`` steps.
+    noise_ : {{"secure", "seeded"}}
+        Where the Poisson draws and the noise came from (``"seeded"`` with a ``noise_seed``).
     epsilon_, delta_ : float
         ε at δ computed by the accountant from ``privacy_events_``.
     accountant_ : str
@@ -141,6 +152,7 @@ class DPSGDLogisticRegression(_DPSGDClassifier):
         max_grad_norm: float | str = "auto",
         accountant: str = "pld",
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -154,6 +166,7 @@ class DPSGDLogisticRegression(_DPSGDClassifier):
         self.max_grad_norm = max_grad_norm
         self.accountant = accountant
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
 
 class DPSGDLinearRegression(_DPSGDRegressor):
@@ -214,6 +227,7 @@ class DPSGDLinearRegression(_DPSGDRegressor):
         target_bounds: tuple[float, float] | None = None,
         accountant: str = "pld",
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.epsilon = epsilon
@@ -226,4 +240,5 @@ class DPSGDLinearRegression(_DPSGDRegressor):
         self.max_grad_norm = max_grad_norm
         self.target_bounds = target_bounds
         self.random_state = random_state
+        self.noise_seed = noise_seed
         self.accountant = accountant

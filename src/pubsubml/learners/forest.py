@@ -40,6 +40,13 @@ class DPRandomForestClassifier(DiffprivlibClassifier):
         ``False`` rows go to trees in input order, which starves trees of classes when the rows
         are sorted by label.
     random_state : int, RandomState or None
+        Kept for scikit-learn's conventions; diffprivlib draws everything it randomises (noise
+        included) from one source, which ``noise_seed`` sets.
+    noise_seed : int, optional
+        Seeds diffprivlib's randomness, noise included, for simulations only (the model is then
+        marked ``noise_ = "seeded"``; see :mod:`pubsubml.privacy.noise`).  ``None`` (the
+        default): diffprivlib's mechanisms draw from ``secrets.SystemRandom``, the operating
+        system's secure source.
 
     Attributes
     ----------
@@ -88,6 +95,7 @@ class DPRandomForestClassifier(DiffprivlibClassifier):
         bounds: tuple[Any, Any] | None = None,
         shuffle: bool = True,
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -97,6 +105,7 @@ class DPRandomForestClassifier(DiffprivlibClassifier):
         self.bounds = bounds
         self.shuffle = shuffle
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
         model = RandomForestClassifier(
@@ -106,7 +115,7 @@ class DPRandomForestClassifier(DiffprivlibClassifier):
             classes=np.arange(n_classes),
             max_depth=self.max_depth,
             shuffle=self.shuffle,
-            random_state=self.random_state,
+            random_state=self.noise_seed,
             accountant=BudgetAccountant(),
         )
         return model.fit(Z, codes)

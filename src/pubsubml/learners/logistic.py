@@ -52,7 +52,13 @@ class DPLogisticRegression(DiffprivlibClassifier):
     max_iter : int, default=100
     tol : float, default=1e-4
     random_state : int, RandomState or None
-        Seeds the noise; ``None`` draws fresh noise each fit.
+        Kept for scikit-learn's conventions; diffprivlib draws everything it randomises (noise
+        included) from one source, which ``noise_seed`` sets.
+    noise_seed : int, optional
+        Seeds diffprivlib's randomness, noise included, for simulations only (the model is then
+        marked ``noise_ = "seeded"``; see :mod:`pubsubml.privacy.noise`).  ``None`` (the
+        default): diffprivlib's mechanisms draw from ``secrets.SystemRandom``, the operating
+        system's secure source.
 
     Attributes
     ----------
@@ -125,6 +131,7 @@ class DPLogisticRegression(DiffprivlibClassifier):
         max_iter: int = 100,
         tol: float = 1e-4,
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -135,6 +142,7 @@ class DPLogisticRegression(DiffprivlibClassifier):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
     def _public_data_norm(self) -> float:
         if self.data_norm is None:
@@ -169,7 +177,7 @@ class DPLogisticRegression(DiffprivlibClassifier):
             C=self.C,
             fit_intercept=False,
             max_iter=self.max_iter,
-            random_state=self.random_state,
+            random_state=self.noise_seed,
             accountant=BudgetAccountant(),
         )
         model = fit_one_vs_rest(model, X, codes, n_classes)

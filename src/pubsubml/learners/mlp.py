@@ -95,7 +95,16 @@ _PARAMS_DOC = """
         Per-sample clipping norm C.
     accountant : {"pld", "rdp"}, default="pld"
     random_state : int, numpy Generator/RandomState or None
-        Seeds the initial weights, the Poisson draws and the noise."""
+        Seeds the initial weights (and the shuffles of a non-private run); never the privacy
+        noise.
+    noise_seed : int, optional
+        Seeds the Poisson draws and the noise, for simulations only: whoever knows it can
+        regenerate the noise, so a model trained with it is marked ``noise_ = "seeded"`` on its
+        card, :meth:`~pubsubml.sites.Site.publish` warns and a registry refuses it unless
+        started for research.  ``None`` (the default): a secure source keyed from
+        ``os.urandom`` per fit (:mod:`pubsubml.privacy.noise`).  Equal to ``random_state``, one
+        generator draws the initial weights, then the sampling and noise (one seed for the
+        whole simulated run)."""
 
 _ATTRS_DOC = """
     module_ : torch.nn.Sequential
@@ -108,6 +117,9 @@ _ATTRS_DOC = """
         What ran (σ = 0 when ``dp=False``; then ``sample_rate_`` is the nominal batch_size / n).
     privacy_events_ : list of DPEvent
         One ``subsampled_gaussian`` event of ``steps_`` steps; empty when ``dp=False``.
+    noise_ : {{"secure", "seeded"}} or None
+        Where the Poisson draws and the noise came from (``"seeded"`` with a ``noise_seed``);
+        ``None`` when ``dp=False``.
     epsilon_, delta_ : float
         ε at δ = ``target_delta`` computed by the accountant from ``privacy_events_``; ``inf`` and
         0.0 when ``dp=False`` (the convention of the non-private learners).
@@ -187,6 +199,7 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
         max_grad_norm: float = 1.0,
         accountant: str = "pld",
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -203,6 +216,7 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
         self.max_grad_norm = max_grad_norm
         self.accountant = accountant
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
 
 class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
@@ -265,6 +279,7 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
         accountant: str = "pld",
         target_bounds: tuple[float, float] | None = None,
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -281,3 +296,4 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
         self.accountant = accountant
         self.target_bounds = target_bounds
         self.random_state = random_state
+        self.noise_seed = noise_seed

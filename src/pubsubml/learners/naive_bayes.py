@@ -40,6 +40,13 @@ class DPGaussianNB(DiffprivlibClassifier):
     var_smoothing : float, default=1e-9
         Added to the variances for numerical stability.
     random_state : int, RandomState or None
+        Kept for scikit-learn's conventions; diffprivlib draws everything it randomises (noise
+        included) from one source, which ``noise_seed`` sets.
+    noise_seed : int, optional
+        Seeds diffprivlib's randomness, noise included, for simulations only (the model is then
+        marked ``noise_ = "seeded"``; see :mod:`pubsubml.privacy.noise`).  ``None`` (the
+        default): diffprivlib's mechanisms draw from ``secrets.SystemRandom``, the operating
+        system's secure source.
 
     Attributes
     ----------
@@ -90,6 +97,7 @@ class DPGaussianNB(DiffprivlibClassifier):
         priors: Sequence[float] | None = None,
         var_smoothing: float = 1e-9,
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -98,6 +106,7 @@ class DPGaussianNB(DiffprivlibClassifier):
         self.priors = priors
         self.var_smoothing = var_smoothing
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
     def _train(self, Z: np.ndarray, codes: np.ndarray, n_classes: int, epsilon: float) -> Any:
         bounds = resolve_public_bounds(self.bounds, self.schema, Z.shape[1])
@@ -113,7 +122,7 @@ class DPGaussianNB(DiffprivlibClassifier):
             bounds=bounds,
             priors=None if self.priors is None else np.asarray(self.priors, dtype=np.float64),
             var_smoothing=self.var_smoothing,
-            random_state=self.random_state,
+            random_state=self.noise_seed,
             accountant=BudgetAccountant(),
         )
         return model.fit(np.asarray(Z, dtype=np.float64), codes)

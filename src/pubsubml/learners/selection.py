@@ -38,6 +38,7 @@ from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mechanisms import gaussian_mechanism
+from pubsubml.privacy.noise import SecureRandom, check_noise_seed
 from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
 
 __all__ = ["PrivateHyperparameterSearch", "select_hyperparameters"]
@@ -91,7 +92,13 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         changes the count of correct predictions, or the sum of per-row scores in [0, 1], by at
         most 1).  With 300 held-out rows, σ = 10 blurs accuracy by about ±3%.
     random_state : int, numpy Generator or None
-        Seeds the split, K, the candidates, each run's seed and the score noise.
+        Seeds the split and each run's ``random_state`` (its initial weights).
+    noise_seed : int, optional
+        Seeds what the privacy analysis keeps secret (K, the candidates, each run's
+        ``noise_seed`` and the score noise), for simulations only: the released model is then
+        marked ``noise_ = "seeded"``.  Equal to ``random_state``, one generator draws everything
+        in the order of a single-seed run.  ``None`` (the default): a secure source
+        (:mod:`pubsubml.privacy.noise`).
 
     Attributes
     ----------
@@ -162,6 +169,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         validation_fraction: float = 0.2,
         score_noise_multiplier: float = 10.0,
         random_state: Any = None,
+        noise_seed: int | None = None,
     ) -> None:
         self.estimator = estimator
         self.param_grid = param_grid
@@ -170,6 +178,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         self.validation_fraction = validation_fraction
         self.score_noise_multiplier = score_noise_multiplier
         self.random_state = random_state
+        self.noise_seed = noise_seed
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -189,8 +198,10 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"param_grid is malformed: {exc}") from exc
         if not candidates:
             raise ValueError("param_grid gives no candidate: give at least one value per key")
-        if any("random_state" in c for c in candidates):
-            raise ValueError("param_grid may not set random_state: each run draws its own seed")
+        if any("random_state" in c or "noise_seed" in c for c in candidates):
+            raise ValueError(
+                "param_grid may not set random_state or noise_seed: each run draws its own seeds"
+            )
         return candidates
 
     def _law(self, n_candidates: int) -> tuple[float, float]:
@@ -304,17 +315,24 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             [selection], delta, backend="rdp" if accountant == "rdp" else "pld"
         )
 
+        seeded = check_noise_seed(self.noise_seed) == "seeded"
         rng = np.random.default_rng(self.random_state)
+        secret: np.random.Generator | SecureRandom = SecureRandom()
+        if seeded:
+            same = isinstance(self.random_state, int) and self.random_state == self.noise_seed
+            secret = rng if same else np.random.default_rng(self.noise_seed)
         order = rng.permutation(n)
         val_idx, train_idx = order[:n_val], order[n_val:]
         X_train, y_train = _safe_indexing(X, train_idx), _safe_indexing(y, train_idx)
         X_val, y_val = _safe_indexing(X, val_idx), np.asarray(_safe_indexing(y, val_idx))
-        runs = sample_repetitions(mean, shape, rng)
+        runs = sample_repetitions(mean, shape, secret)
         best: tuple[float, Any, dict[str, Any]] | None = None
         for _ in range(runs):
-            candidate = candidates[int(rng.integers(len(candidates)))]
-            seed = int(rng.integers(2**31 - 1))
-            model = clone(self.estimator).set_params(**candidate, random_state=seed)
+            candidate = candidates[int(secret.integers(len(candidates)))]
+            seed = int((secret if seeded else rng).integers(2**31 - 1))
+            model = clone(self.estimator).set_params(
+                **candidate, random_state=seed, noise_seed=seed if seeded else None
+            )
             model.fit(X_train, y_train)
             if tuple(model.privacy_events_) != tuple(train_events):
                 raise PrivacyError(
@@ -325,7 +343,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
                 self._score_sum(model, X_val, y_val, bounds),
                 sensitivity=1.0,
                 noise_multiplier=float(sigma),
-                rng=rng,
+                rng=secret if isinstance(secret, np.random.Generator) else None,
             )
             assert released == score_event  # the score event accounted in ``selection``
             score = float(noisy) / n_val
@@ -335,6 +353,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         self.best_score_, self.best_estimator_, self.best_params_ = best
         self.n_runs_ = runs
         self.privacy_events_: list[DPEvent] = [selection]
+        self.noise_ = "seeded" if seeded else "secure"
         self.epsilon_ = float(epsilon)
         self.delta_ = delta
         self.accountant_ = accountant

@@ -16,9 +16,12 @@ Two paths compute the clipped sum:
   product ``g_i a_iᵀ``, so ``‖∇_i‖² = Σ_layers ‖g_i‖²(‖a_i‖² + 1)`` and the clipped sum is
   ``(c ∘ G)ᵀ A``, one batched matmul per layer ("ghost clipping").
 
-Randomness follows one protocol in both paths, so a site's model depends only on its own generator:
-the initial weights (:func:`init_mlp`), then per step the Poisson draws ``rand(n)`` and the noise
-``randn(P)`` over all ``P`` parameters in ``module.parameters()`` order.  Without privacy
+Randomness follows one protocol in both paths, so a site's model depends only on its own sources:
+the initial weights (:func:`init_mlp`) from its generator, then per step the Poisson mask over its
+``n`` rows and the noise over all ``P`` parameters in ``module.parameters()`` order from its noise
+source (:mod:`pubsubml.privacy.noise`): :class:`~pubsubml.privacy.noise.SecureNoise` for a model
+that may be released, or by default :class:`~pubsubml.privacy.noise.SeededNoise` over the same
+generator (``rand(n) < q`` and ``randn(P)``), reproducible, for simulations.  Without privacy
 (``DPSGDConfig(private=False)``) both paths shuffle (``randperm(n)`` per epoch) into minibatches of
 ``batch_size`` rows and average the unclipped gradients.  Every site of a stack has its own data
 size, sample rate, step count, noise and optimizer state; torch's Adam and SGD are elementwise, so
@@ -27,11 +30,11 @@ the stacked optimizer is exactly ``S`` independent ones.
 Notes
 -----
 The guarantee holds for what :class:`TrainResult` reports (steps, sample rate, σ, C) and for
-add/remove-one neighbours; compute ε from :attr:`TrainResult.events`.  Poisson draws and noise come
-from ``torch.Generator`` (a pseudo-random generator seeded by the caller), as in Opacus without
-``secure_mode``, and the float32 Gaussian noise is not hardened against floating-point attacks:
-appropriate for simulation and research; a deployment facing an adversary who can observe or
-reconstruct the seed needs a cryptographically secure source.
+add/remove-one neighbours; compute ε from :attr:`TrainResult.events`.  It holds against an
+adversary who cannot know the noise: with the default seeded source (as in Opacus without
+``secure_mode``) whoever knows the seed can regenerate the noise, so a model that may leave the
+site is trained with ``noise=SecureNoise()`` (a ChaCha20 stream keyed from ``os.urandom``, noise
+hardened against floating-point attacks; the learners do this unless given a ``noise_seed``).
 
 Speed: the fast path runs small batched matmuls; on a machine whose cores are shared with other
 processes, one intra-op thread (``torch.set_num_threads(1)``) is often much faster than several,
@@ -65,6 +68,7 @@ from pubsubml.privacy.dpsgd_spec import (
     _loss,
 )
 from pubsubml.privacy.mlp_stack import MLPStack, train_dp_stacked
+from pubsubml.privacy.noise import NoiseSource, SeededNoise
 
 __all__ = [
     "ACTIVATIONS",
@@ -184,10 +188,10 @@ def _shuffled(n: int, config: DPSGDConfig, generator: torch.Generator) -> tuple[
 
 
 def _add_canaries(
-    summed: dict[str, Tensor], canaries: Tensor, q: float, clip: float, generator: torch.Generator
+    summed: dict[str, Tensor], canaries: Tensor, q: float, clip: float, source: NoiseSource
 ) -> int:
     """Poisson-sample the canary records, clip their gradients, add them to ``summed``."""
-    chosen = canaries[poisson_sample(canaries.shape[0], q, generator)].to(torch.float32)
+    chosen = canaries[source.poisson_mask(canaries.shape[0], q)].to(torch.float32)
     if chosen.shape[0] == 0:
         return 0
     factor = (clip / (chosen.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
@@ -209,6 +213,7 @@ def train_dp(
     loss: str | Loss = "cross_entropy",
     optimizer: torch.optim.Optimizer | None = None,
     canary_gradients: Tensor | None = None,
+    noise: NoiseSource | None = None,
 ) -> TrainResult:
     """Train any ``nn.Module`` in place with DP-SGD (the generic torch.func path).
 
@@ -221,7 +226,8 @@ def train_dp(
         int64 class indices for cross-entropy, float targets for MSE.
     config : DPSGDConfig
     generator : torch.Generator
-        Source of the Poisson draws and the noise (reproducible under a seed).
+        Shuffles a non-private run; the Poisson draws and the noise of a private run when
+        ``noise`` is not given (reproducible under a seed: simulations only).
     loss : str or Loss, default="cross_entropy"
     optimizer : torch.optim.Optimizer, optional
         Any optimizer over ``module.parameters()``; the noisy gradient is written into ``.grad``.
@@ -231,6 +237,9 @@ def train_dp(
         per-sample gradients over the ``P`` trainable parameters (flattened in
         ``named_parameters()`` order).  They count in ``n``, are Poisson-sampled at every step
         after the data rows and clipped to C like any record.  Private runs only.
+    noise : NoiseSource, optional
+        Source of the Poisson draws and the noise: :class:`~pubsubml.privacy.noise.SecureNoise`
+        for a model that may be released; default ``SeededNoise(generator)``.
 
     Returns
     -------
@@ -271,8 +280,10 @@ def train_dp(
         return TrainResult(module, steps, q, 0.0, math.inf, False, sizes)
     sigma, clip = config.noise_multiplier, config.max_grad_norm
     n_data = X.shape[0]
+    source = SeededNoise(generator) if noise is None else noise
+    draw = torch.empty(n_params)
     for t in range(steps):
-        idx = poisson_sample(n_data, q, generator).nonzero().squeeze(1)
+        idx = source.poisson_mask(n_data, q).nonzero().squeeze(1)
         sizes[t] = len(idx)
         if len(idx) > 0:
             psg = per_sample_gradients(module, named, X[idx], y[idx], lossf)
@@ -280,11 +291,11 @@ def train_dp(
         else:
             summed = {k: torch.zeros_like(p) for k, p in named.items()}
         if canary_gradients is not None and canary_gradients.shape[0]:
-            sizes[t] += _add_canaries(summed, canary_gradients, q, clip, generator)
-        noise = torch.randn(n_params, generator=generator)
+            sizes[t] += _add_canaries(summed, canary_gradients, q, clip, source)
+        source.normal_(draw)
         for (k, p), z in zip(
-            named.items(), noise.split([p.numel() for p in named.values()]), strict=True
+            named.items(), draw.split([p.numel() for p in named.values()]), strict=True
         ):
             p.grad = (summed[k] + sigma * clip * z.view_as(p)) / (q * n)
         optimizer.step()
-    return TrainResult(module, steps, q, sigma, clip, True, sizes)
+    return TrainResult(module, steps, q, sigma, clip, True, sizes, source.kind)

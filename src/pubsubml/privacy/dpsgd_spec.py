@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.noise import NoiseKind
 
 __all__ = [
     "ACTIVATIONS",
@@ -198,6 +199,8 @@ class TrainResult:
     private : bool
     batch_sizes : Tensor of shape (steps,)
         The number of rows in each step's batch (variable under Poisson sampling).
+    noise : {"secure", "seeded"}
+        Where the Poisson draws and the noise came from (:mod:`pubsubml.privacy.noise`).
     """
 
     module: nn.Module
@@ -207,6 +210,7 @@ class TrainResult:
     max_grad_norm: float
     private: bool
     batch_sizes: Tensor
+    noise: NoiseKind = "seeded"
 
     @property
     def events(self) -> list[DPEvent]:

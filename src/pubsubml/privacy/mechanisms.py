@@ -1,5 +1,11 @@
 """Output perturbation: the Gaussian and Laplace mechanisms, and per-row L2 clipping (numpy).
 
+Noise comes from a secure source unless the caller passes a seeded ``rng`` for a simulation
+(:mod:`pubsubml.privacy.noise`): the Gaussian from a ChaCha20 stream keyed by ``os.urandom``,
+sampled in float64 and hardened against floating-point attacks as Opacus' ``secure_mode`` does;
+the Laplace from diffprivlib's ``Laplace`` mechanism with its secure default source and its
+floating-point protection (Holohan & Braghin, ESORICS 2021).
+
 Each mechanism returns the noisy value together with the :class:`~pubsubml.privacy.events.DPEvent`
 that describes what ran, so the release can be charged to a
 :class:`~pubsubml.privacy.ledger.PrivacyLedger` before it leaves the site.
@@ -20,6 +26,7 @@ from numpy.typing import ArrayLike
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 from pubsubml.privacy.accountant import check_epsilon
 from pubsubml.privacy.events import DPEvent, Neighbouring
+from pubsubml.privacy.noise import SecureRandom
 
 __all__ = ["clip_by_l2_norm", "gaussian_mechanism", "laplace_mechanism"]
 
@@ -42,10 +49,11 @@ def _finite_array(value: ArrayLike) -> np.ndarray:
     return array
 
 
-def _check_rng(rng: np.random.Generator) -> None:
-    if not isinstance(rng, np.random.Generator):
+def _check_rng(rng: np.random.Generator | None) -> None:
+    if rng is not None and not isinstance(rng, np.random.Generator):
         raise InvalidPrivacyParameterError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
+            f"rng must be None (secure noise) or a numpy.random.Generator (a simulation), got "
+            f"{type(rng).__name__}"
         )
 
 
@@ -54,7 +62,7 @@ def gaussian_mechanism(
     *,
     sensitivity: float,
     noise_multiplier: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, DPEvent]:
     """Add N(0, (σ·Δ₂)²) noise to every entry of ``value``.
 
@@ -66,8 +74,10 @@ def gaussian_mechanism(
         Δ₂ > 0, derived from public bounds, never from the private data.
     noise_multiplier : float
         σ > 0: the noise standard deviation is σ·Δ₂.
-    rng : numpy.random.Generator
-        Source of noise.
+    rng : numpy.random.Generator, optional
+        A seeded source, for simulations only (whoever knows the seed can subtract the noise).
+        Default: :class:`~pubsubml.privacy.noise.SecureRandom`, fresh key per call, noise
+        hardened against floating-point attacks.
 
     Returns
     -------
@@ -85,9 +95,8 @@ def gaussian_mechanism(
     Notes
     -----
     The guarantee holds only if Δ₂ truly bounds the change of ``value`` when one record is added or
-    removed.  numpy's floating-point Gaussian sampler is not hardened against the
-    least-significant-bit attack (Mironov, CCS 2012); seed ``rng`` from OS entropy
-    (``np.random.default_rng()``) in production, since a known seed reveals the noise.
+    removed.  A seeded ``rng`` uses numpy's sampler, which is neither secret nor hardened against
+    the least-significant-bit attack (Mironov, CCS 2012): never on a path that releases data.
 
     Examples
     --------
@@ -101,7 +110,11 @@ def gaussian_mechanism(
     sigma = _positive_finite("noise_multiplier", noise_multiplier)
     _check_rng(rng)
     array = _finite_array(value)
-    noisy = array + rng.normal(0.0, sigma * delta2, size=array.shape)
+    if rng is None:
+        standard = SecureRandom().standard_normal(array.size).reshape(array.shape)
+        noisy = array + (sigma * delta2) * standard
+    else:
+        noisy = array + rng.normal(0.0, sigma * delta2, size=array.shape)
     return noisy, DPEvent(mechanism="gaussian", noise_multiplier=sigma)
 
 
@@ -110,7 +123,7 @@ def laplace_mechanism(
     *,
     sensitivity: float,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
     neighbouring: Neighbouring = "add_remove",
 ) -> tuple[np.ndarray, DPEvent]:
     """Add Laplace noise of scale b = Δ₁/ε to every entry of ``value`` (ε-DP).
@@ -124,8 +137,9 @@ def laplace_mechanism(
         Δ₁ > 0, derived from public bounds.
     epsilon : float
         ε > 0 of this single release.
-    rng : numpy.random.Generator
-        Source of noise.
+    rng : numpy.random.Generator, optional
+        A seeded source, for simulations only.  Default: diffprivlib's ``Laplace`` mechanism
+        drawing from ``secrets.SystemRandom`` with its floating-point protection.
     neighbouring : {"add_remove", "replace_one"}, default="add_remove"
         The relation ``sensitivity`` holds for (e.g. ``"replace_one"`` for a mean over a known
         number of records); recorded in the event.
@@ -145,8 +159,8 @@ def laplace_mechanism(
 
     Notes
     -----
-    Δ₁ must bound the L1 change of the whole vector, not of one entry.  The same floating-point
-    and seeding caveats as :func:`gaussian_mechanism` apply.
+    Δ₁ must bound the L1 change of the whole vector, not of one entry.  The same caveat on a
+    seeded ``rng`` as in :func:`gaussian_mechanism` applies.
 
     Examples
     --------
@@ -159,7 +173,15 @@ def laplace_mechanism(
     _check_rng(rng)
     array = _finite_array(value)
     scale = delta1 / float(epsilon)
-    noisy = array + rng.laplace(0.0, scale, size=array.shape)
+    if rng is None:
+        from diffprivlib.mechanisms import Laplace  # loads diffprivlib on first use
+
+        mechanism = Laplace(epsilon=float(epsilon), sensitivity=delta1)
+        noisy = np.array([mechanism.randomise(float(v)) for v in array.ravel()]).reshape(
+            array.shape
+        )
+    else:
+        noisy = array + rng.laplace(0.0, scale, size=array.shape)
     return noisy, DPEvent(
         mechanism="laplace", noise_multiplier=scale / delta1, neighbouring=neighbouring
     )

@@ -10,8 +10,10 @@ are elementwise).
 Notes
 -----
 The guarantee holds for what each :class:`~pubsubml.privacy.dpsgd_spec.TrainResult` reports
-(steps, sample rate, σ, C) and for add/remove-one neighbours; compute ε from its ``events``.  The
-same caveats on the pseudo-random generator as in :mod:`pubsubml.privacy.dpsgd` apply.
+(steps, sample rate, σ, C) and for add/remove-one neighbours; compute ε from its ``events``.  It
+holds against an adversary who cannot know the noise only when the noise comes from
+:class:`~pubsubml.privacy.noise.SecureNoise` (``noise=``); the default draws from the seeded
+generators, for simulations (see :mod:`pubsubml.privacy.noise`).
 
 References
 ----------
@@ -37,6 +39,7 @@ from pubsubml.privacy.dpsgd_spec import (
     _loss,
 )
 from pubsubml.privacy.mlp_stack_math import MLPStack, _Scratch
+from pubsubml.privacy.noise import NoiseSource, SeededNoise
 
 __all__ = ["CanaryGradients", "MLPStack", "train_dp_stacked"]
 
@@ -123,11 +126,13 @@ def train_dp_stacked(
     loss: str | Loss = "cross_entropy",
     grad_hook: GradHook | None = None,
     canary_gradients: Sequence[Tensor | None] | None = None,
+    noise: Sequence[NoiseSource] | None = None,
 ) -> list[TrainResult]:
     """Train the ``S`` MLPs of ``stack`` in place, each on its own data, in one batched computation.
 
-    Site ``s`` trains on ``(Xs[s], ys[s])`` with ``configs[s]`` and draws from ``generators[s]``
-    exactly what :func:`train_dp` draws, so its model does not depend on the other sites.  Sites
+    Site ``s`` trains on ``(Xs[s], ys[s])`` with ``configs[s]`` and draws from ``noise[s]`` (and,
+    without privacy, ``generators[s]``) exactly what :func:`train_dp` draws, so its model does not
+    depend on the other sites.  Sites
     may differ in size, sample rate, steps, σ, C and learning rate; a site that has run its steps
     stops (no draws, no update) while the others go on.
 
@@ -139,6 +144,8 @@ def train_dp_stacked(
     configs : DPSGDConfig or sequence of S DPSGDConfig
         All with the same ``optimizer`` and ``private``.
     generators : sequence of S torch.Generator
+        Non-private runs shuffle with them; private runs draw from them only when ``noise`` is
+        not given.
     loss : str or Loss, default="cross_entropy"
     grad_hook : callable, optional
         ``grad_hook(params, grad)`` runs at every step between forming the step's gradient
@@ -150,7 +157,12 @@ def train_dp_stacked(
         by their per-sample gradients (laid out as :attr:`MLPStack.flat`) instead of by data,
         e.g. Dirac canaries.  They are records like any other: they count in ``n`` (sample
         rate, expected batch), are Poisson-sampled at every step (after the data rows, from the
-        same generator) and clipped to C before the noise.  Private runs only.
+        same source) and clipped to C before the noise.  Private runs only.
+    noise : sequence of S NoiseSource, optional
+        Where each site's Poisson draws and Gaussian noise come from
+        (:class:`~pubsubml.privacy.noise.SecureNoise` for a model that may be released).  Default:
+        :class:`~pubsubml.privacy.noise.SeededNoise` over ``generators``, reproducible, for
+        simulations only.  :attr:`TrainResult.noise` reports which kind ran.
 
     Returns
     -------
@@ -182,6 +194,9 @@ def train_dp_stacked(
     cfgs = [configs] * S if isinstance(configs, DPSGDConfig) else list(configs)
     if not len(cfgs) == len(Xs) == len(ys) == len(generators) == S:
         raise ValueError(f"{S} stacked sites need {S} configs, X, y and generators")
+    sources = [SeededNoise(g) for g in generators] if noise is None else list(noise)
+    if len(sources) != S or not all(isinstance(src, NoiseSource) for src in sources):
+        raise ValueError(f"{S} stacked sites need {S} noise sources")
     if len({(c.optimizer, c.private) for c in cfgs}) != 1:
         raise ValueError("all sites of a stack must share the optimizer and the privacy setting")
     X_pad, y_pad, ns = _pad(Xs, ys)
@@ -201,7 +216,7 @@ def train_dp_stacked(
             qs,
             steps,
             cfgs,
-            generators,
+            sources,
             lossf,
             grad_hook,
             canaries if any(c is not None for c in canaries) else None,  # no per-step loop
@@ -220,6 +235,7 @@ def train_dp_stacked(
             max_grad_norm=cfgs[s].max_grad_norm if private else math.inf,
             private=private,
             batch_sizes=sizes[: steps[s], s].clone(),
+            noise=sources[s].kind,
         )
         for s, m in enumerate(stack.to_modules())
     ]
@@ -248,8 +264,8 @@ class CanaryGradients:
 
     A privacy audit (:mod:`pubsubml.audit`) inserts records whose per-sample gradient it chooses
     (Steinke, Nasr & Jagielski, NeurIPS 2023, §6, Dirac canaries).  Each step every running
-    site Poisson-samples its canaries at its rate q with its own generator (one ``rand(m_s)``
-    per step, after the site's other draws for the step's records) and adds their clipped
+    site Poisson-samples its canaries at its rate q from its own noise source (one mask of
+    ``m_s`` per step, after the site's other draws for the step's records) and adds their clipped
     gradients to its sum of clipped per-sample gradients, before the noise.
 
     Parameters
@@ -269,14 +285,14 @@ class CanaryGradients:
             if c is not None and c.shape[0]:
                 factor = (clip[s] / (c.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
                 self.clipped[s, : c.shape[0]] = c * factor
-        self.uniforms = torch.full((S, m), 2.0)  # padding keeps 2.0: never sampled
+        self.chosen = torch.zeros(S, m, dtype=torch.bool)  # padding stays False: never sampled
 
     def add(
         self,
         grad: Tensor,
         running: Sequence[int],
-        q: Tensor,
-        generators: Sequence[torch.Generator],
+        q: Sequence[float] | Tensor,
+        sources: Sequence[NoiseSource | torch.Generator],
         sizes: Tensor | None = None,
     ) -> None:
         """Poisson-sample each running site's canaries and add their clipped gradients.
@@ -287,17 +303,21 @@ class CanaryGradients:
             The sites' sums of clipped gradients, updated in place.
         running : sequence of int
             The sites that take this step.
-        q : Tensor of shape (S,)
-        generators : sequence of torch.Generator
+        q : sequence of S float, or Tensor of shape (S,)
+        sources : sequence of S NoiseSource or torch.Generator
+            A generator stands for ``SeededNoise(generator)`` (a simulation).
         sizes : Tensor of shape (S,), optional
             Batch sizes, incremented by the canaries sampled.
         """
-        self.uniforms.fill_(2.0)
+        chosen = self.chosen
+        chosen.zero_()
         for s in running:
             m = self.counts[s]
             if m:
-                torch.rand(m, generator=generators[s], out=self.uniforms[s, :m])
-        chosen = self.uniforms < q.unsqueeze(1)
+                source = sources[s]
+                if isinstance(source, torch.Generator):
+                    source = SeededNoise(source)
+                chosen[s, :m] = source.poisson_mask(m, float(q[s]))
         if sizes is not None:
             sizes += chosen.sum(1)
         grad += torch.einsum("sm,smp->sp", chosen.to(grad.dtype), self.clipped)
@@ -312,7 +332,7 @@ def _run_private(
     qs: list[float],
     steps: list[int],
     cfgs: list[DPSGDConfig],
-    generators: Sequence[torch.Generator],
+    sources: Sequence[NoiseSource],
     loss: Loss,
     grad_hook: GradHook | None = None,
     canaries: list[Tensor | None] | None = None,
@@ -326,7 +346,7 @@ def _run_private(
         for n, c in zip(ns, canaries or [None] * S, strict=True)
     ]
     expected = q * torch.tensor(records, dtype=torch.float32)  # canaries are records too
-    uniforms = torch.full((S, X_pad.shape[1]), 2.0)  # padding keeps 2.0: never sampled
+    chosen = torch.zeros(S, X_pad.shape[1], dtype=torch.bool)  # padding stays False
     batch_canaries = None if canaries is None else CanaryGradients(canaries, clip)
     noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
     sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
@@ -334,17 +354,18 @@ def _run_private(
     for t in range(max(steps)):
         active = steps_t > t
         running = range(S) if bool(active.all()) else active.nonzero().squeeze(1).tolist()
+        chosen.zero_()
         for s in running:
-            torch.rand(ns[s], generator=generators[s], out=uniforms[s, : ns[s]])
-        idx, valid = _batch_index((uniforms < q.unsqueeze(1)) & active.unsqueeze(1))
+            chosen[s, : ns[s]] = sources[s].poisson_mask(ns[s], qs[s])
+        idx, valid = _batch_index(chosen)
         sizes[t] = valid.sum(1)
         stack.clipped_gradient_sum(
             X_pad[sites, idx], y_pad[sites, idx], valid, loss, clip, scratch, out=grad
         )
         if batch_canaries is not None:
-            batch_canaries.add(grad, running, q, generators, sizes[t])
+            batch_canaries.add(grad, running, qs, sources, sizes[t])
         for s in running:
-            torch.randn(noise.shape[1], generator=generators[s], out=noise[s])
+            sources[s].normal_(noise[s])
         grad.addcmul_(noise, noise_std.unsqueeze(1)).div_(expected.unsqueeze(1))
         if grad_hook is not None:
             grad_hook(stack.flat, grad)

@@ -24,6 +24,7 @@ import numpy as np
 
 from pubsubml.errors import InvalidPrivacyParameterError
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.noise import SecureRandom
 
 __all__ = ["repeat_and_select_event", "sample_repetitions", "truncated_negative_binomial_mean"]
 
@@ -79,7 +80,9 @@ def _gamma_for(mean: float, shape: float) -> float:
     return hi
 
 
-def sample_repetitions(mean: float, shape: float, rng: np.random.Generator) -> int:
+def sample_repetitions(
+    mean: float, shape: float, rng: np.random.Generator | SecureRandom | None = None
+) -> int:
     """Draw the number of runs K ~ TNB(η, γ) with E[K] = ``mean``, independently of any data.
 
     P[K = k] ∝ (1 − γ)^k · Γ(k + η) / (Γ(η) k!) for k ≥ 1 (the negative binomial conditioned on
@@ -91,7 +94,9 @@ def sample_repetitions(mean: float, shape: float, rng: np.random.Generator) -> i
         E[K] ≥ 1.
     shape : float
         η ≥ 0 (0: logarithmic, 1: geometric).
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or SecureRandom, optional
+        K is part of the mechanism's secret randomness: by default a fresh
+        :class:`~pubsubml.privacy.noise.SecureRandom`; a seeded generator for simulations.
 
     Returns
     -------
@@ -109,9 +114,11 @@ def sample_repetitions(mean: float, shape: float, rng: np.random.Generator) -> i
     1
     """
     mean, shape = _check_law(mean, shape)
-    if not isinstance(rng, np.random.Generator):
+    if rng is None:
+        rng = SecureRandom()
+    if not isinstance(rng, np.random.Generator | SecureRandom):
         raise InvalidPrivacyParameterError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
+            f"rng must be None, a SecureRandom or a numpy.random.Generator, got {type(rng).__name__}"
         )
     gamma = _gamma_for(mean, shape)
     if gamma >= 1.0:
@@ -121,7 +128,8 @@ def sample_repetitions(mean: float, shape: float, rng: np.random.Generator) -> i
         p = stay / -math.log(gamma)
     else:
         p = shape * stay / math.expm1(-shape * math.log(gamma))
-    u, k, cdf = float(rng.random()), 1, p
+    u = float(rng.random()) if isinstance(rng, np.random.Generator) else float(rng.uniform(1)[0])
+    k, cdf = 1, p
     while cdf < u and p > 0.0:
         p *= stay * (k + shape) / (k + 1)
         k += 1

@@ -5,7 +5,9 @@ Methods written against a :class:`~pubsubml.hub.Hub` run unchanged against a dep
 (reads, and publish, which is idempotent per weights digest) are retried on connection errors
 with exponential back-off; a subscription is retried only when the connection could not be
 opened at all, so it is never created twice.  Error answers raise the same :mod:`pubsubml.errors`
-classes the server raised.
+classes the server raised, and a request that got no answer (connection refused, unknown host,
+timeout, connection lost, once the retries are spent) raises
+:class:`~pubsubml.errors.RegistryUnreachableError`, with httpx's error as its cause.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pubsubml.registry.client_http import (
     _multipart,
     _plain,
     _raise_for,
+    _unreachable,
     default_tls_context,
 )
 from pubsubml.schema import Channel, Feature
@@ -114,11 +117,11 @@ class RegistryClient:
                     content=None if body is None else body(),
                     **kwargs,
                 )
-            except retry_on:
-                if attempt == self.retries:
-                    raise
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-                continue
+            except httpx.TransportError as exc:
+                if isinstance(exc, retry_on) and attempt < self.retries:
+                    time.sleep(min(2.0, 0.1 * 2**attempt))
+                    continue
+                raise _unreachable(self.base_url, method, exc, timeout or self.timeout) from exc
             _raise_for(response)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
@@ -274,6 +277,8 @@ class RegistryClient:
                             yield FeedItem(cursor, str(item["model_id"]), _card(item["card"]))
             except _RETRYABLE:
                 time.sleep(0.2)
+            except httpx.TransportError as exc:
+                raise _unreachable(self.base_url, "GET", exc, self.timeout) from exc
 
     # ---- other resources ----------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -357,9 +362,9 @@ class RegistryClient:
                         if progress is not None:
                             progress(len(chunk))
                     return b"".join(parts)
-            except _RETRYABLE:
-                if attempt == self.retries:
-                    raise
+            except httpx.TransportError as exc:
+                if not isinstance(exc, _RETRYABLE) or attempt == self.retries:
+                    raise _unreachable(self.base_url, "GET", exc, self.timeout) from exc
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -2,7 +2,9 @@
 
 The registry answers an error with a JSON body ``{"error": code, "detail": ...}``; the client
 raises the :mod:`pubsubml.errors` class the server raised for that code
-(:data:`~pubsubml.registry.error_codes.ERROR_CODES`).  A published model is uploaded as a multipart
+(:data:`~pubsubml.registry.error_codes.ERROR_CODES`), and
+:class:`~pubsubml.errors.RegistryUnreachableError` when no answer came (connection refused,
+unknown host, timeout, connection lost).  A published model is uploaded as a multipart
 body streamed in chunks (its card, who may see it, its weights), and a card received inside a JSON
 document is strictly re-validated, since a subscriber trusts nothing it receives (pubsub-ml.txt
 §3.2; published models are untrusted input).
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import secrets
 import ssl
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +23,7 @@ from typing import Any
 import httpx
 
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.errors import PubsubmlError, RegistryError
+from pubsubml.errors import PubsubmlError, RegistryError, RegistryUnreachableError
 from pubsubml.registry.error_codes import ERROR_CODES
 
 __all__ = ["Progress", "default_tls_context"]
@@ -69,6 +72,72 @@ def _raise_for(response: httpx.Response) -> None:
         code, detail = "", response.text[:500]
     cls = _CODE_TO_ERROR.get(code, RegistryError)
     raise cls(f"HTTP {response.status_code}: {detail}")
+
+
+#: Transport errors raised before the request could reach the registry.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def _reason(exc: httpx.TransportError, timeout: float | None) -> str:
+    """A short lower-case reason for a transport error, e.g. ``"connection refused"``."""
+    after = "" if timeout is None else f" after {timeout:g} s"
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ReadTimeout):
+        return f"timed out{after}"
+    if isinstance(exc, httpx.WriteTimeout):
+        return f"timed out{after} sending the request"
+    if isinstance(exc, httpx.PoolTimeout):
+        return f"no free connection{after}"
+    text = _ERRNO.sub("", " ".join(str(exc).split())) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def _unreachable(
+    base_url: str, method: str, exc: httpx.TransportError, timeout: float | None
+) -> RegistryUnreachableError:
+    """The :class:`~pubsubml.errors.RegistryUnreachableError` for a request that got no answer.
+
+    Parameters
+    ----------
+    base_url : str
+        The registry's base URL, named in the message.
+    method : str
+        The HTTP method: a request other than ``GET`` that may have been sent may have been
+        carried out, and the message says so.
+    exc : httpx.TransportError
+        What httpx raised.
+    timeout : float, optional
+        The request's timeout in seconds, named when it ran out.
+
+    Returns
+    -------
+    RegistryUnreachableError
+        With a one-line message; ``sent`` is ``False`` when no connection was opened.
+
+    Examples
+    --------
+    >>> request = httpx.Request("GET", "http://127.0.0.1:9/v1/health")
+    >>> refused = httpx.ConnectError("[Errno 111] Connection refused", request=request)
+    >>> print(_unreachable("http://127.0.0.1:9", "GET", refused, 30.0))
+    cannot reach the registry at http://127.0.0.1:9 (connection refused)
+    >>> late = _unreachable("http://127.0.0.1:9", "POST", httpx.ReadTimeout("x"), 30.0)
+    >>> late.sent
+    True
+    >>> print(late)
+    the registry at http://127.0.0.1:9 did not answer (timed out after 30 s); the POST request may have been carried out
+    """
+    reason = _reason(exc, timeout)
+    if isinstance(exc, _NOT_SENT):
+        return RegistryUnreachableError(
+            f"cannot reach the registry at {base_url} ({reason})",
+            url=base_url,
+            reason=reason,
+            sent=False,
+        )
+    message = f"the registry at {base_url} did not answer ({reason})"
+    if method.upper() not in ("GET", "HEAD"):
+        message += f"; the {method.upper()} request may have been carried out"
+    return RegistryUnreachableError(message, url=base_url, reason=reason, sent=True)
 
 
 def _multipart(

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, bindparam, create_engine, event, select, update
+from sqlalchemy import Engine, bindparam, create_engine, event, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from pubsubml.errors import MissingDatabaseSchemaError
 from pubsubml.registry.tables import FeedClockRow
 
 __all__ = ["Database", "lock_feed_clock", "store_feed_clock"]
@@ -137,11 +138,89 @@ class Database:
         with self._write() as session, session.begin():
             yield session
 
+    def check_search_path(self) -> None:
+        """Refuse a PostgreSQL ``search_path`` whose first named schema does not exist.
+
+        PostgreSQL creates tables in the first schema of the ``search_path`` that exists, so a
+        URL naming a schema that was never created (``?options=-csearch_path%3Dnosuch``) would
+        fail in the middle of the migrations, or put the tables in a later schema of the path.
+        This reads the path on one connection and writes nothing.  SQLite has no schemas: nothing
+        to check.
+
+        Raises
+        ------
+        MissingDatabaseSchemaError
+            A schema named in the ``search_path`` (``"$user"`` aside) does not exist and no
+            schema before it does; the message gives the ``CREATE SCHEMA`` statement to run.
+        sqlalchemy.exc.OperationalError
+            The server cannot be reached.
+
+        Examples
+        --------
+        >>> db = Database("sqlite://")
+        >>> db.check_search_path()
+        >>> db.dispose()
+        """
+        if self.dialect != "postgresql":
+            return
+        with self.engine.connect() as conn:
+            path = str(conn.exec_driver_sql("SHOW search_path").scalar_one())
+            user = str(conn.exec_driver_sql("SELECT current_user").scalar_one())
+            names = [user if entry == "$user" else entry for entry in _search_path(path)]
+            found = set(
+                conn.execute(
+                    text("SELECT nspname FROM pg_namespace WHERE nspname = ANY(:names)"),
+                    {"names": names},
+                ).scalars()
+            )
+            conn.rollback()
+        for entry, name in zip(_search_path(path), names, strict=True):
+            if name in found:
+                return
+            if entry != "$user":
+                url = self.engine.url.render_as_string(hide_password=True)
+                quoted = self.engine.dialect.identifier_preparer.quote(name)
+                raise MissingDatabaseSchemaError(
+                    f"the PostgreSQL schema {name!r} of the search_path of {url} does not exist: "
+                    f"create it with `CREATE SCHEMA {quoted};`, then migrate it with "
+                    f"`pubsubml registry migrate --db {url}`"
+                )
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
         if self._statement_engine is not self.engine:
             self._statement_engine.dispose()
+
+
+def _search_path(setting: str) -> list[str]:
+    """The schema names of a ``SHOW search_path`` answer, in order (quotes removed; unquoted
+    names folded to lower case, as PostgreSQL folds them).
+
+    Examples
+    --------
+    >>> _search_path('"$user", public, "My Schema", Other')
+    ['$user', 'public', 'My Schema', 'other']
+    """
+    names: list[str] = []
+    rest = setting.strip()
+    while rest:
+        if rest.startswith('"'):
+            end = 1
+            while True:
+                end = rest.find('"', end)
+                if end < 0 or rest[end : end + 2] != '""':
+                    break
+                end += 2
+            end = len(rest) if end < 0 else end
+            names.append(rest[1:end].replace('""', '"'))
+            rest = rest[end + 1 :]
+        else:
+            head, _, _ = rest.partition(",")
+            names.append(head.strip().lower())
+            rest = rest[len(head) :]
+        rest = rest.strip().removeprefix(",").strip()
+    return [n for n in names if n]
 
 
 _LOCK_FEED_CLOCK = select(FeedClockRow.position).where(FeedClockRow.id == 1).with_for_update()

@@ -67,6 +67,10 @@ class RegistrySettings(BaseModel):
         characters and not a well-known default.
     dev : bool, default=False
         Development mode: an empty admin token is replaced by a random one.
+    allow_seeded_noise : bool, default=False
+        Research mode: accept cards whose DP noise was seeded (``privacy.noise`` is
+        ``"seeded"`` or absent), as simulations publish them.  Off by default, since whoever
+        knows a seed can regenerate the noise and subtract it (:mod:`pubsubml.privacy.noise`).
     max_upload_bytes : int, default=64 MiB
         Largest accepted publish request body; larger uploads get HTTP 413 while streaming.
     long_poll_max_seconds : float, default=60
@@ -135,6 +139,7 @@ class RegistrySettings(BaseModel):
     store_dir: Path
     admin_token: SecretStr = SecretStr("")
     dev: bool = False
+    allow_seeded_noise: bool = False
     max_upload_bytes: int = Field(default=DEFAULT_MAX_UPLOAD_BYTES, gt=0)
     long_poll_max_seconds: float = Field(default=60.0, gt=0)
     feed_poll_interval: float = Field(default=0.5, gt=0)
@@ -220,7 +225,8 @@ class RegistrySettings(BaseModel):
 
         ``PUBSUBML_REGISTRY_DATA`` (default ``./registry-data``) holds the default SQLite file and
         artifact folder; ``PUBSUBML_REGISTRY_DB``, ``PUBSUBML_REGISTRY_STORE``,
-        ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``) and, for the limits,
+        ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``),
+        ``PUBSUBML_ALLOW_SEEDED_NOISE`` (``1``/``true``) and, for the limits,
         ``PUBSUBML_`` + the setting's name in capitals (``PUBSUBML_MAX_UPLOAD_BYTES``,
         ``PUBSUBML_VALIDATION_WORKERS``, ``PUBSUBML_VALIDATION_CPU_SECONDS``,
         ``PUBSUBML_VALIDATION_MEMORY_BYTES``, ``PUBSUBML_MAX_CONCURRENT_PUBLISHES``,
@@ -240,6 +246,7 @@ class RegistrySettings(BaseModel):
             "store_dir": env.get("PUBSUBML_REGISTRY_STORE") or data_dir / "artifacts",
             "admin_token": SecretStr(env.get("PUBSUBML_ADMIN_TOKEN", "")),
             "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in _TRUE,
+            "allow_seeded_noise": env.get("PUBSUBML_ALLOW_SEEDED_NOISE", "").lower() in _TRUE,
             "ui_cookie_secure": env.get("PUBSUBML_UI_COOKIE_SECURE", "").lower() in _TRUE,
         }
         if env.get("PUBSUBML_UI_SESSION_SECRET"):

@@ -32,7 +32,7 @@ def test_publish_subscribe_pull_and_list(
     assert r.exit_code == 0, r.output
     sub = r.stdout.strip()
     r = invoke(["subscribe", "age &"], token=b)
-    assert r.exit_code == 1 and "error" in r.output
+    assert r.exit_code == 2 and r.stderr.startswith("error: channel 'age &'")  # bad usage
     r = invoke(["pull", sub, "--into", str(tmp_path / "inbox")], token=b)
     assert r.exit_code == 0 and "1 model(s) pulled" in r.output, r.output
     assert (tmp_path / "inbox" / art.card.model_id / "card.json").exists()

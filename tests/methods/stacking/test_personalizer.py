@@ -121,7 +121,7 @@ def test_vertical_federation_with_dp_defaults() -> None:
     Xp, yp = data(2000)
     # Execute: release DP defaults (charged), then train and publish with them.
     dp_schema, release = release_dp_defaults(
-        Xp[["a", "b"]], schema, epsilon=1.0, ledger=ledger, release_id="defaults", random_state=0
+        Xp[["a", "b"]], schema, epsilon=1.0, ledger=ledger, release_id="defaults", noise_seed=0
     )
     model = DPLogisticRegression(schema=dp_schema, classes=[0, 1], epsilon=1.0, random_state=0)
     hub = LocalHub()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime, timedelta
 
 import networkx as nx
 import pytest
@@ -19,7 +18,6 @@ from pubsubml.registry.ui.charts import (
 )
 
 SVG = "{http://www.w3.org/2000/svg}"
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _parse(svg: str) -> ET.Element:
@@ -56,59 +54,123 @@ def test_budget_bar_of_an_infinite_spend_is_full() -> None:
 
 
 # ---- ledger plot --------------------------------------------------------------------------
-def test_ledger_plot_draws_one_vertex_per_release_rising_with_epsilon() -> None:
-    points = [(T0 + timedelta(hours=h), eps) for h, eps in [(0, 0.5), (1, 0.9), (5, 1.2)]]
+LEFT, RIGHT, TOP, BOTTOM = 52, 640 - 16, 14, 260 - 36  # the plot's frame at the default size
 
-    svg = ledger_plot(points, 2.0)
+
+def _circles(svg: str) -> list[ET.Element]:
+    return [c for c in _parse(svg).iter(f"{SVG}circle") if c.attrib.get("class") == "release"]
+
+
+def _budget_y(svg: str) -> float:
+    line = next(e for e in _parse(svg).iter(f"{SVG}line") if e.attrib.get("class") == "budget")
+    return float(line.attrib["y1"])
+
+
+def test_ledger_plot_is_a_step_line_from_zero_with_one_step_per_release() -> None:
+    steps = [(1, 0.5), (2, 0.9), (3, 1.2)]
+
+    svg = ledger_plot(steps, 2.0)
 
     xy = _points(svg)
-    assert len(xy) == 3
-    assert xy[0][0] < xy[1][0] < xy[2][0]
-    assert xy[0][1] > xy[1][1] > xy[2][1]  # SVG y grows downwards
-    # x is proportional to time: 1 h of 5 h
-    assert (xy[1][0] - xy[0][0]) / (xy[2][0] - xy[0][0]) == pytest.approx(0.2, abs=0.01)
-    assert len(_parse(svg).findall(f"{SVG}circle")) == 3
+    assert len(xy) == 1 + 2 * len(steps)
+    assert xy[0] == (LEFT, BOTTOM)  # release 0 at ε = 0, on both axes
+    for k in range(1, len(steps) + 1):
+        before, corner, after = xy[2 * k - 2], xy[2 * k - 1], xy[2 * k]
+        assert corner[1] == before[1] and corner[0] > before[0]  # level to release k ...
+        assert after[0] == corner[0] and after[1] < corner[1]  # ... then up (y grows downwards)
+    # x is the release number: evenly spaced, release 3 at the right end
+    expected = [LEFT + k / 3 * (RIGHT - LEFT) for k in (1, 2, 3)]
+    assert [x for x, _ in xy[2::2]] == pytest.approx(expected, abs=0.01)  # two decimals
+    circles = _circles(svg)
+    assert [c.attrib["data-release"] for c in circles] == ["1", "2", "3"]
+    assert [(float(c.attrib["cx"]), float(c.attrib["cy"])) for c in circles] == xy[2::2]
+
+
+def test_ledger_plot_step_heights_are_the_spent_epsilon_on_the_budgets_scale() -> None:
+    svg = ledger_plot([(1, 0.5), (2, 1.2)], 2.0)
+
+    height = [BOTTOM - y for _, y in _points(svg)[2::2]]
+    budget = BOTTOM - _budget_y(svg)
+    assert [h / budget for h in height] == pytest.approx([0.5 / 2.0, 1.2 / 2.0], abs=1e-3)
+    assert [float(c.attrib["data-epsilon"]) for c in _circles(svg)] == [0.5, 1.2]
+
+
+def test_ledger_plot_draws_a_release_that_spent_nothing_as_a_step_of_height_zero() -> None:
+    xy = _points(ledger_plot([(1, 0.5), (2, 0.5), (3, 0.7)], 2.0))
+
+    assert len(xy) == 7
+    assert xy[3][0] == xy[4][0] and xy[3][1] == xy[4][1] == xy[2][1]
+
+
+def test_ledger_plot_places_sampled_releases_by_their_number() -> None:
+    svg = ledger_plot([(5, 0.2), (10, 0.4)], 1.0)
+
+    xy = _points(svg)
+    assert xy[2][0] == pytest.approx((LEFT + RIGHT) / 2)  # release 5 of 10
+    assert [c.attrib["data-release"] for c in _circles(svg)] == ["5", "10"]
+
+
+def test_ledger_plot_labels_the_x_axis_with_release_numbers_from_zero() -> None:
+    def labels(last: int) -> list[str]:
+        root = _parse(ledger_plot([(last, 0.5)], 1.0))
+        return [
+            t.text or "" for t in root.iter(f"{SVG}text") if "release-tick" in t.attrib["class"]
+        ]
+
+    assert labels(3) == ["0", "1", "2", "3"]
+    assert labels(10) == [str(k) for k in range(11)]
+    assert labels(120) == [str(k) for k in range(0, 121, 20)]
+    assert "release number (in charge order)" in ledger_plot([(1, 0.5)], 1.0)
+
+
+def test_ledger_plot_rounds_epsilon_and_keeps_the_exact_value_on_hover() -> None:
+    svg = ledger_plot([(1, 0.123456789, "m1, 2025-03-01 12:00:00 UTC")], 1.0)
+
+    (circle,) = _circles(svg)
+    title = circle.find(f"{SVG}title")
+    assert title is not None
+    assert (
+        title.text
+        == "release 1 (m1, 2025-03-01 12:00:00 UTC): spent ε 0.1235 (exactly 0.123456789)"
+    )
+    assert circle.attrib["data-epsilon"] == "0.123456789"
+
+
+@pytest.mark.parametrize("steps", [[(0, 0.1)], [(2, 0.1), (2, 0.2)], [(3, 0.1), (1, 0.2)]])
+def test_ledger_plot_refuses_release_numbers_that_do_not_increase_from_one(
+    steps: list[tuple[int, float]],
+) -> None:
+    with pytest.raises(ValueError, match="increase from 1"):
+        ledger_plot(steps, 1.0)
 
 
 def test_ledger_plot_places_the_budget_line_on_the_epsilon_scale() -> None:
-    points = [(T0, 1.0), (T0 + timedelta(hours=1), 2.0)]
+    svg = ledger_plot([(1, 1.0), (2, 2.0)], 2.0, height=260)
 
-    root = _parse(ledger_plot(points, 2.0, height=260))
-
-    budget = next(e for e in root.iter(f"{SVG}line") if e.attrib.get("class") == "budget")
-    top_vertex = _points(ledger_plot(points, 2.0, height=260))[1]
-    assert float(budget.attrib["y1"]) == pytest.approx(top_vertex[1], abs=0.01)
+    assert _budget_y(svg) == pytest.approx(_points(svg)[-1][1], abs=0.01)
 
 
 def test_ledger_plot_zooms_in_while_little_of_the_budget_is_spent() -> None:
-    points = [(T0, 0.1), (T0 + timedelta(hours=1), 0.2)]
-
-    svg = ledger_plot(points, 10.0, height=260)
+    svg = ledger_plot([(1, 0.1), (2, 0.2)], 10.0, height=260)
 
     root = _parse(svg)
     assert [e.attrib["class"] for e in root.iter(f"{SVG}line")] == ["axis", "axis"]
-    assert "ε budget 10: above the plot" in svg
-    bottom, top = 260 - 36, 14
-    assert _points(svg)[1][1] == pytest.approx(bottom - 0.2 / 0.25 * (bottom - top))
-
-
-def test_ledger_plot_spreads_releases_made_at_the_same_time() -> None:
-    xy = _points(ledger_plot([(T0, 0.2), (T0, 0.4), (T0, 0.6)], 1.0))
-
-    assert xy[1][0] - xy[0][0] == pytest.approx(xy[2][0] - xy[1][0])
+    assert "ε budget 10.0000: above the plot" in svg
+    assert _points(svg)[-1][1] == pytest.approx(BOTTOM - 0.2 / 0.25 * (BOTTOM - TOP))
 
 
 def test_ledger_plot_without_releases_has_axes_and_budget_only() -> None:
     root = _parse(ledger_plot([], 3.0))
 
-    assert root.find(f"{SVG}polyline") is None
+    assert root.find(f"{SVG}polyline") is None and root.find(f"{SVG}circle") is None
     assert {e.attrib["class"] for e in root.iter(f"{SVG}line")} == {"axis", "budget"}
 
 
 def test_ledger_plot_caps_an_infinite_epsilon_at_the_top() -> None:
-    xy = _points(ledger_plot([(T0, 1.0), (T0 + timedelta(1), math.inf)], 2.0, height=260))
+    svg = ledger_plot([(1, 1.0), (2, math.inf)], 2.0, height=260)
 
-    assert xy[1][1] == pytest.approx(14.0)  # the plot's top margin
+    assert _points(svg)[-1][1] == pytest.approx(TOP)
+    assert _circles(svg)[-1].attrib["data-epsilon"] == "inf"
 
 
 # ---- contribution graph -------------------------------------------------------------------

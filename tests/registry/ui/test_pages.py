@@ -12,6 +12,7 @@ import pytest
 from pubsubml.errors import DataValidationError, NotFoundError, PermissionDeniedError
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.schemas import LedgerPublic, ReleasePublic
 from pubsubml.registry.ui.pages import (
@@ -112,57 +113,84 @@ def test_recompute_epsilon_of_pure_events_is_basic_composition(
 
 
 def _ledger(releases: list[tuple[datetime, tuple[str, ...] | None]]) -> LedgerPublic:
+    """A ledger of GAUSS releases, its spent ε composed by the ledger as the service does."""
+    public = [
+        ReleasePublic(
+            release_id=f"r{i}",
+            description="",
+            events=[GAUSS],
+            scope=None if scope is None else list(scope),
+            epsilon=0.0,
+            delta=DELTA,
+            model_id=None,
+            created_at=when,
+        )
+        for i, (when, scope) in enumerate(releases)
+    ]
+    ledger = PrivacyLedger(
+        site="a",
+        epsilon_budget=10.0,
+        delta=DELTA,
+        releases=[
+            Release(
+                release_id=r.release_id,
+                events=tuple(r.events),
+                scope=None if r.scope is None else tuple(r.scope),
+            )
+            for r in public
+        ],
+    )
+    spent = ledger.spent_epsilon()
     return LedgerPublic(
         site="a",
         epsilon_budget=10.0,
         delta_budget=DELTA,
-        spent_epsilon=0.0,
-        remaining_epsilon=10.0,
-        releases=[
-            ReleasePublic(
-                release_id=f"r{i}",
-                description="",
-                events=[GAUSS],
-                scope=None if scope is None else list(scope),
-                epsilon=0.0,
-                delta=DELTA,
-                model_id=None,
-                created_at=when,
-            )
-            for i, (when, scope) in enumerate(releases)
-        ],
+        spent_epsilon=spent,
+        remaining_epsilon=10.0 - spent,
+        releases=public,
     )
 
 
 def test_cumulative_spent_composes_prefixes_with_the_accountant() -> None:
     ledger = _ledger([(T0 + timedelta(hours=i), None) for i in range(3)])
 
-    points = cumulative_spent(ledger)
+    steps = cumulative_spent(ledger)
 
-    assert [t for t, _ in points] == [T0 + timedelta(hours=i) for i in range(3)]
+    assert [s.release for s in steps] == [1, 2, 3]
     expected = [compute_epsilon([GAUSS] * k, DELTA) for k in range(1, 4)]
-    assert [e for _, e in points] == pytest.approx(expected)
+    assert [s.epsilon for s in steps] == pytest.approx(expected)
     assert expected[-1] < 3 * expected[0]  # composed, not summed
+
+
+def test_cumulative_spent_ends_at_the_ledgers_spent_epsilon() -> None:
+    ledger = _ledger([(T0, None), (T0, None)])
+
+    steps = cumulative_spent(ledger)
+
+    assert steps[-1].epsilon == ledger.spent_epsilon
+    shown = ledger.model_copy(update={"spent_epsilon": 1.5})  # what the service returned
+    assert cumulative_spent(shown)[-1].epsilon == 1.5
 
 
 def test_cumulative_spent_uses_parallel_composition_over_chunks() -> None:
     ledger = _ledger([(T0, ("c1",)), (T0, ("c2",)), (T0, ("c1",))])
 
-    points = cumulative_spent(ledger)
+    steps = cumulative_spent(ledger)
 
     one, two = compute_epsilon([GAUSS], DELTA), compute_epsilon([GAUSS] * 2, DELTA)
-    assert [e for _, e in points] == pytest.approx([one, one, two])
+    assert [s.epsilon for s in steps] == pytest.approx([one, one, two])
 
 
-def test_cumulative_spent_moves_forward_in_time_and_samples_long_ledgers() -> None:
+def test_cumulative_spent_labels_releases_and_samples_long_ledgers() -> None:
     times = [T0 + timedelta(hours=h) for h in (0, 3, 1, 2, 4)]
     ledger = _ledger([(t, None) for t in times])
 
-    points = cumulative_spent(ledger, max_points=2)
+    steps = cumulative_spent(ledger, max_points=2)
 
-    assert len(points) == 2
-    assert points[0] == (times[1], pytest.approx(compute_epsilon([GAUSS] * 2, DELTA)))
-    assert points[-1] == (times[-1], pytest.approx(compute_epsilon([GAUSS] * 5, DELTA)))
+    assert [s.release for s in steps] == [2, 5]
+    assert steps[0].epsilon == pytest.approx(compute_epsilon([GAUSS] * 2, DELTA))
+    assert steps[-1].epsilon == ledger.spent_epsilon
+    assert steps[0].label == "r1, 2025-03-01 03:00:00 UTC"
     assert cumulative_spent(_ledger([])) == []
 
 
@@ -181,8 +209,10 @@ def test_sites_page_shows_spent_epsilon_only_where_the_ledger_is_readable(dashbo
 def test_ledger_page_is_the_sites_and_the_administrators(dashboard: Any) -> None:
     page = _read(dashboard, lambda s: ledger_page(s, _site(dashboard, "a"), "a"))
 
-    assert page["ledger"].spent_epsilon == pytest.approx(cumulative_spent(page["ledger"])[-1][1])
-    assert "<polyline" in page["plot"]
+    steps = cumulative_spent(page["ledger"])
+    assert [s.release for s in steps] == [1, 2]
+    assert steps[-1].epsilon == page["ledger"].spent_epsilon
+    assert "<polyline" in page["plot"] and page["plot"].count('<circle class="release"') == 2
     with pytest.raises(PermissionDeniedError):
         _read(dashboard, lambda s: ledger_page(s, _site(dashboard, "b"), "a"))
     with pytest.raises(NotFoundError):
@@ -210,6 +240,7 @@ def test_model_page_hides_models_the_principal_may_not_see(dashboard: Any) -> No
 
     assert page["recomputed"] == pytest.approx(page["model"].epsilon, rel=1e-6)
     assert page["recompute_problem"] is None
+    assert page["neighbouring"] == "add_remove"
     with pytest.raises(NotFoundError):
         _read(dashboard, lambda s: model_page(s, _site(dashboard, "c"), private))
 

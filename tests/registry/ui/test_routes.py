@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.events import DPEvent
 from pubsubml.registry.ui.routes import SECURITY_HEADERS
 
+SVG_NS = "http://www.w3.org/2000/svg"
 PAGES = ("/ui/sites", "/ui/models", "/ui/subscriptions", "/ui/graph", "/ui/sites/a/ledger")
 
 
@@ -151,8 +154,7 @@ def test_a_site_reads_its_own_ledger_only(dashboard: Any) -> None:
 
     own = a.get("/ui/sites/a/ledger")
     assert own.status_code == 200
-    points = re.search(r'<polyline class="cumulative" points="([^"]+)"', own.text)
-    assert points is not None and len(points.group(1).split()) == 2  # a's two releases
+    assert own.text.count('<circle class="release"') == 2  # a's two releases
     other = a.get("/ui/sites/b/ledger")
     assert other.status_code == 403 and "may not read the privacy ledger" in other.text
     assert admin.get("/ui/sites/b/ledger").status_code == 200
@@ -160,6 +162,94 @@ def test_a_site_reads_its_own_ledger_only(dashboard: Any) -> None:
         assert client.get("/ui/sites/nobody/ledger").status_code == 404
         assert client.get("/ui/sites/%20bad/ledger").status_code == 404
     assert a.get("/ui/ledger").headers["location"] == "/ui/sites/a/ledger"
+
+
+def _ledger_svg(html: str) -> ET.Element:
+    """The ledger page's plot, parsed as XML."""
+    found = re.search(r'<svg class="ledger-plot".*?</svg>', html, re.DOTALL)
+    assert found is not None, html[:500]
+    return ET.fromstring(found.group(0).replace("<svg ", f'<svg xmlns="{SVG_NS}" ', 1))
+
+
+def test_ledger_page_plots_spent_epsilon_by_release_as_steps_from_zero(
+    dashboard: Any, support: Any
+) -> None:
+    registry = dashboard.registry
+    api = registry.client.get("/v1/sites/a/ledger", headers=registry.auth("a")).json()
+
+    html = dashboard.site("a").get("/ui/sites/a/ledger").text
+
+    svg = _ledger_svg(html)
+    axis = svg.find(f"{{{SVG_NS}}}line")
+    line = svg.find(f"{{{SVG_NS}}}polyline")
+    assert axis is not None and line is not None
+    xy = [tuple(map(float, p.split(","))) for p in line.attrib["points"].split()]
+    assert xy[0] == (float(axis.attrib["x1"]), float(axis.attrib["y1"]))  # starts at 0
+    assert len(xy) == 1 + 2 * len(api["releases"])  # level, then up, at each release
+    assert all(xy[i][1] == xy[i - 1][1] for i in range(1, len(xy), 2))
+    assert all(xy[i][0] == xy[i - 1][0] for i in range(2, len(xy), 2))
+    circles = [c for c in svg.iter(f"{{{SVG_NS}}}circle") if c.attrib["class"] == "release"]
+    assert [c.attrib["data-release"] for c in circles] == ["1", "2"]
+    first, last = (float(c.attrib["data-epsilon"]) for c in circles)
+    assert first == pytest.approx(compute_epsilon(list(support.EVENTS), support.DELTA))
+    assert last == api["spent_epsilon"]  # the last step is the ledger's spent ε
+    bottom = xy[0][1]
+    assert (bottom - xy[-1][1]) / (bottom - xy[2][1]) == pytest.approx(last / first, rel=1e-3)
+
+
+def test_pages_round_sigma_and_epsilon_and_keep_the_exact_values_on_hover(
+    fresh_dashboard: Any, artifacts: Any, support: Any
+) -> None:
+    registry, sigma = fresh_dashboard.registry, 2.718281828
+    record = support.privacy_record([DPEvent(mechanism="gaussian", noise_multiplier=sigma)])
+    answer = registry.publish(artifacts("a", features=("age",), seed=9, privacy=record), site="a")
+    assert answer.status_code == 201, answer.text
+    model_id, eps = answer.json()["model_id"], answer.json()["epsilon"]
+    spent = registry.client.get("/v1/sites/a/ledger", headers=registry.auth("a")).json()[
+        "spent_epsilon"
+    ]
+    client = fresh_dashboard.site("a")
+
+    ledger = client.get("/ui/sites/a/ledger").text
+    model = client.get(f"/ui/models/{model_id}").text
+    listed = client.get("/ui/models").text
+    sites = client.get("/ui/sites").text
+
+    rounded_sigma = f'<span class="rounded sigma" title="{sigma!r}">2.72</span>'
+    assert f"σ={rounded_sigma}" in ledger and f'<td class="num">{rounded_sigma}</td>' in model
+    rounded_spent = f'<span class="rounded epsilon" title="{spent!r}">{spent:.4f}</span>'
+    assert f'<div class="value" id="spent">{rounded_spent}</div>' in ledger
+    assert f'<td class="num spent">{rounded_spent}</td>' in sites
+    rounded_eps = f'<span class="rounded epsilon" title="{eps!r}">{eps:.4f}</span>'
+    assert f'<td class="num">{rounded_eps}</td>' in ledger  # the release's ε alone
+    assert f'<div class="value" id="epsilon">{rounded_eps}</div>' in model
+    assert f'<td class="num">{rounded_eps}</td>' in listed
+    for html in (ledger, model, listed, sites):  # unrounded values only in titles and the SVG
+        for value in (sigma, spent, eps):
+            text = html.replace(f'title="{value!r}"', "").replace(f'data-epsilon="{value!r}"', "")
+            text = re.sub(r"<title>[^<]*</title>", "", text)
+            text = re.sub(r'<pre id="card-json">.*?</pre>', "", text, flags=re.DOTALL)
+            assert repr(value) not in text
+
+
+def test_ledger_and_model_pages_explain_neighbours_and_epsilon_alone(dashboard: Any) -> None:
+    a = dashboard.site("a")
+
+    ledger, model = (
+        " ".join(a.get(path).text.split())  # whitespace as the browser shows it
+        for path in ("/ui/sites/a/ledger", f"/ui/models/{dashboard.models['public']}")
+    )
+
+    for html in (ledger, model):
+        assert '<details class="help" id="help-neighbours">' in html
+        assert "add/remove</strong> neighbours differ by adding or removing one row" in html
+        assert "a mixed composition is accounted for replace-one neighbours" in html
+    assert 'this ledger\'s ε holds for <strong id="neighbouring">add/remove</strong>' in ledger
+    assert 'this model\'s ε holds for <strong id="neighbouring">add/remove</strong>' in model
+    assert '<details class="help" id="help-epsilon-alone">' in ledger
+    assert "<strong>ε alone</strong> is a release's ε by itself, at its own δ" in ledger
+    assert "at the site's δ = 1e-05" in ledger
+    assert "An ε is no guarantee without its δ" in ledger
 
 
 def test_models_page_lists_what_each_token_may_see(dashboard: Any) -> None:
@@ -216,7 +306,8 @@ def test_model_page_shows_the_card_its_events_and_the_recomputed_epsilon(
     assert answer.status_code == 200
     html = answer.text
     expected = compute_epsilon(list(support.EVENTS), support.DELTA)
-    assert f'<div class="value" id="recomputed">{expected:.4g}</div>' in html
+    shown = f'<span class="rounded epsilon" title="{expected!r}">{expected:.4f}</span>'
+    assert f'<div class="value" id="recomputed">{shown}</div>' in html
     assert html.count('<tr class="event">') == len(support.EVENTS)
     assert "<td>gaussian</td>" in html
     for feature in ("age", "wbc"):
@@ -364,9 +455,16 @@ def test_the_dashboard_in_headless_chromium(
 
         _go(driver, driver.find_element(By.LINK_TEXT, "Ledger"), "/ui/sites/a/ledger")
         points = driver.find_element(By.CSS_SELECTOR, "polyline.cumulative")
-        assert len(str(points.get_attribute("points")).split()) == 3
+        assert len(str(points.get_attribute("points")).split()) == 1 + 2 * 3  # three releases
+        steps = driver.find_elements(By.CSS_SELECTOR, "svg.ledger-plot circle.release")
+        assert [c.get_attribute("data-release") for c in steps] == ["1", "2", "3"]
         spent, budget = (float(driver.find_element(By.ID, i).text) for i in ("spent", "budget"))
         assert 0 < spent < budget == 50
+        assert float(str(steps[-1].get_attribute("data-epsilon"))) == pytest.approx(spent, abs=5e-5)
+        help_text = driver.find_element(By.CSS_SELECTOR, "#help-neighbours p")
+        assert not help_text.is_displayed()
+        driver.find_element(By.CSS_SELECTOR, "#help-neighbours summary").click()
+        assert help_text.is_displayed() and "adding or removing one row" in help_text.text
         _shoot(driver, "ledger")
 
         _go(driver, driver.find_element(By.LINK_TEXT, "Subscriptions"), "/ui/subscriptions")

@@ -6,7 +6,6 @@ moves (pubsub-ml.txt §3.2); the administrator adds them to the registry and eve
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +20,7 @@ from pubsubml.cli.registry.options import (
     _client,
     _errors,
     console,
-    err_console,
+    fail,
 )
 
 __all__ = ["features_add_command", "features_app", "features_list_command"]
@@ -34,30 +33,27 @@ def features_add_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="JSON: a FeatureSchema, a list of features or one.",
-            exists=True,
-            dir_okay=False,
-            readable=True,
+            help="JSON public feature definitions: a schema, a list of features, "
+            '{"NAME": {definition}, ...} or one feature (README, "Feature definition files").',
+            show_default=False,
         ),
     ],
     url: UrlOpt = DEFAULT_URL,
     token: AdminTokenOpt = "",
 ) -> None:
-    """Add features to the consortium's dictionary (administrator)."""
-    from pubsubml.schema import Feature
+    """Add features to the consortium's dictionary (administrator).
+
+    FILE is read as every command reads public feature definitions (the file that `pubsubml
+    schema infer --public-bounds` takes is accepted as it is); a bad file is one error line and
+    exit 2, with nothing sent.
+    """
+    from pubsubml.cli.feature_files import read_feature_file
+    from pubsubml.errors import FeatureDefinitionError
 
     try:
-        raw = json.loads(file.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        err_console.print(f"[red]error:[/red] {file} is not JSON: {exc}")
-        raise typer.Exit(2) from None
-    items = raw["features"] if isinstance(raw, dict) and "features" in raw else raw
-    items = items if isinstance(items, list) else [items]
-    try:
-        features = [Feature.model_validate(f) for f in items]
-    except ValueError as exc:
-        err_console.print(f"[red]error:[/red] invalid feature in {file}: {exc}")
-        raise typer.Exit(2) from None
+        features = read_feature_file(file).features
+    except FeatureDefinitionError as exc:
+        raise fail(exc, 2) from None
     with _errors(), _client(url, token) as client:
         added = client.add_features(features)
     console.print(f"{len(added)} feature(s) added, {len(features) - len(added)} already present")

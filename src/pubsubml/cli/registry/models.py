@@ -23,6 +23,7 @@ from pubsubml.cli.registry.options import (
     _errors,
     _transfer,
     console,
+    fail,
 )
 
 __all__ = [
@@ -51,7 +52,11 @@ def publish_command(
     from pubsubml.artifacts.export import load_artifact
 
     with _errors():
-        artifact = load_artifact(card_dir)
+        try:
+            artifact = load_artifact(card_dir)
+        except OSError as exc:
+            where = exc.filename or card_dir
+            raise fail(f"{card_dir} holds no model artifact: {where}: {exc.strerror}", 2) from None
         with _client(url, token) as client, _transfer("upload", len(artifact.weights)) as bar:
             task = bar.add_task("upload", total=len(artifact.weights))
             result = client.publish_model(
@@ -94,6 +99,13 @@ def subscribe_command(
     '*' alone is the channel of every model of the task. Models published before the
     subscription are delivered too; a site never receives its own models.
     """
+    from pubsubml.errors import ChannelSyntaxError
+    from pubsubml.schema import Channel
+
+    try:
+        Channel.parse(channel)
+    except ChannelSyntaxError as exc:
+        raise fail(exc, 2) from None
     labels = None if classes is None else [_label(c) for c in classes]
     with _errors(), _client(url, token) as client:
         name = site or client.whoami()["name"]
@@ -168,12 +180,17 @@ def pull_command(
     from pubsubml.artifacts.export import Artifact
     from pubsubml.artifacts.signing import public_key_to_base64, verify_card
 
-    into.mkdir(parents=True, exist_ok=True)
     cursor_file = into / ".cursor"
-    after = int(cursor_file.read_text().strip() or 0) if cursor_file.exists() else 0
+    try:
+        after = int(cursor_file.read_text().strip() or 0) if cursor_file.exists() else 0
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise fail(
+            f"{cursor_file} holds no cursor (a number): remove it to pull everything", 2
+        ) from None
     n = 0
     with _errors(), _client(url, token) as client:
-        keys = client.trusted_keys()
+        keys = client.trusted_keys()  # before anything is written: the registry answers
+        into.mkdir(parents=True, exist_ok=True)
         known = into / "trusted_keys.json"
         tmp_keys = known.with_suffix(".tmp")
         tmp_keys.write_text(

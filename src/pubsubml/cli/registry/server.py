@@ -8,6 +8,8 @@ with uvicorn.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,21 +20,46 @@ from pubsubml.cli.registry.options import (
     DataOpt,
     DbOpt,
     UrlOpt,
-    _errors,
+    _client,
     _settings,
     console,
     err_console,
+    fail,
 )
-from pubsubml.errors import SchemaVersionError
+from pubsubml.errors import PubsubmlError
 
 __all__ = ["migrate_command", "registry_app", "serve_command", "wait_command"]
 
 registry_app = typer.Typer(help="Run and migrate the model registry service.", no_args_is_help=True)
 
 
+@contextmanager
+def _database_errors(database: Any) -> Iterator[None]:
+    """One error line and exit 1 for a database the registry cannot use: a PostgreSQL schema
+    that does not exist, a schema revision to migrate, a server that cannot be reached; the
+    database is disposed of on the way out."""
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        yield
+    except PubsubmlError as exc:
+        database.dispose()
+        raise fail(exc) from None
+    except DBAPIError as exc:
+        database.dispose()
+        url = database.engine.url.render_as_string(hide_password=True)
+        lines = str(exc.orig or exc).strip().splitlines()
+        detail = lines[0] if lines else type(exc).__name__
+        raise fail(f"cannot use the database {url}: {detail}") from None
+
+
 @registry_app.command("migrate")
 def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
-    """Create or upgrade the registry database schema to this version's newest revision."""
+    """Create or upgrade the registry database schema to this version's newest revision.
+
+    A PostgreSQL URL whose search_path names a schema that does not exist is refused with the
+    `CREATE SCHEMA` statement to run first, and nothing is written.
+    """
     from pubsubml.registry.database import Database
     from pubsubml.registry.migrate import upgrade
 
@@ -43,7 +70,8 @@ def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
     database = Database(settings.database_url)
     try:
-        with _errors():
+        with _database_errors(database):
+            database.check_search_path()
             revision = upgrade(database)
     finally:
         database.dispose()
@@ -91,7 +119,12 @@ def serve_command(
         ),
     ] = False,
 ) -> None:
-    """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN)."""
+    """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN).
+
+    A database that is not at this version's schema revision, a PostgreSQL search_path naming a
+    schema that does not exist, or a database server that cannot be reached is one error line
+    and exit 1, before anything is written.
+    """
     import uvicorn
 
     from pubsubml.registry.app import create_app
@@ -115,14 +148,11 @@ def serve_command(
             parents=True, exist_ok=True
         )
     database = Database(settings.database_url)
-    try:
+    with _database_errors(database):
+        database.check_search_path()
         if migrate:
             upgrade(database)
         check_schema(database)
-    except SchemaVersionError as exc:
-        database.dispose()
-        err_console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
     if workers > 1:
         database.dispose()
         os.environ.update(_worker_environment(settings))
@@ -169,22 +199,20 @@ def wait_command(
     """
     import time
 
-    import httpx
-
-    from pubsubml.errors import PubsubmlError
-    from pubsubml.registry.client import RegistryClient
-
     deadline = time.monotonic() + timeout
-    with RegistryClient(url, "anonymous") as client:  # the health check needs no token
+    # The health check needs no token; one attempt per round, each within the time left.
+    with _client(url, "anonymous") as client:
+        client.retries = 0
         while True:
+            client.timeout = max(0.5, min(5.0, deadline - time.monotonic()))
             try:
                 health = client.health()
-            except (PubsubmlError, OSError, httpx.TransportError):
+            except PubsubmlError as exc:
+                reason = getattr(exc, "reason", None) or str(exc)
                 if time.monotonic() >= deadline:
-                    err_console.print(
-                        f"[red]error:[/red] no registry answered at {url} in {timeout:g} s"
-                    )
-                    raise typer.Exit(1) from None
+                    raise fail(
+                        f"no registry answered at {url} in {timeout:g} s ({reason})"
+                    ) from None
                 time.sleep(0.2)
                 continue
             console.print(f"registry at {url} is up ({health.get('status', 'ok')})")

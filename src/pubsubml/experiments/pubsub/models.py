@@ -113,12 +113,14 @@ def _publisher_estimator(
             dp=dp,
             target_epsilon=site.epsilon if dp else None,
             random_state=seed,
+            noise_seed=seed if dp else None,  # a simulation: reproducible noise
         )
     params: dict[str, Any] = {"schema": schema}
     if scenario.task == "classification":
         params["classes"] = scenario.classes
     if dp:
-        params |= {"epsilon": site.epsilon, "random_state": seed}
+        # A simulation: reproducible noise.
+        params |= {"epsilon": site.epsilon, "random_state": seed, "noise_seed": seed}
         if name in APPROXIMATE_DP:
             params["delta"] = scenario.delta
     else:  # the non-private linear models are deterministic: no seed
@@ -178,10 +180,11 @@ def train_publishers(
         if name is None:  # Table 4's networks, trained together
             fitted = fit_many(est, Xs, ys)
         else:
-            seeded = "random_state" in est.get_params()
+            keys = est.get_params()
             fitted = []
             for i, X, y in zip(members, Xs, ys, strict=True):
-                one = clone(est).set_params(random_state=seed * 7919 + i) if seeded else clone(est)
+                seeds = {k: seed * 7919 + i for k in ("random_state", "noise_seed") if k in keys}
+                one = clone(est).set_params(**seeds)
                 fitted.append(one.fit(X, y))
         for i, model in zip(members, fitted, strict=True):
             models[i] = OwnModel(model, list(cols))

@@ -183,6 +183,7 @@ def publisher_estimator(sizes: ScaleSizes, seed: int) -> DPMLPClassifier:
         target_epsilon=sizes.epsilon,
         target_delta=sizes.delta,
         random_state=seed,
+        noise_seed=seed,  # a simulation: reproducible noise
     )
 
 

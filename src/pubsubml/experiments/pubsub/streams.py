@@ -138,6 +138,7 @@ def streams_run(seed: int, fold: int, *, size: str = "full", k: int = 5) -> list
                 target_epsilon=sizes.epsilon,
                 target_delta=sizes.delta,
                 random_state=seed * 10_000 + 100 * i,
+                noise_seed=seed * 10_000 + 100 * i,  # a simulation: reproducible noise
             ),
             hub,
             k=k,

@@ -269,7 +269,7 @@ def vertical_task(
         if defaults == "dp":
             ledger = PrivacyLedger(site=f"c{k}", epsilon_budget=1.05 * dp_epsilon, delta=1e-5)
             own, _ = release_dp_defaults(
-                X, own, epsilon=dp_epsilon, ledger=ledger, release_id="defaults", random_state=rng
+                X, own, epsilon=dp_epsilon, ledger=ledger, release_id="defaults", noise_seed=rng
             )
             ledgers[f"c{k}"] = ledger
         else:

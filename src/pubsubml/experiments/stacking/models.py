@@ -117,6 +117,8 @@ class PublicKind:
             params |= {"target_epsilon": self.epsilon, "batch_size": max(8, min(64, n // 4))}
         elif self.epsilon is not None:
             params["epsilon"] = self.epsilon
+        if self.private:
+            params["noise_seed"] = seed  # a simulation: reproducible noise
         return create_learner(
             self.learner, schema=schema, classes=list(classes), random_state=seed, **params
         )

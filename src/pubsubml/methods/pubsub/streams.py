@@ -37,8 +37,9 @@ __all__ = ["StreamPublisher", "StreamSubscriber", "hyperplane_chunks", "hyperpla
 def _reseeded(estimator: Any, t: int) -> Any:
     est = clone(estimator)
     params = est.get_params()
-    if isinstance(params.get("random_state"), int | np.integer):
-        est.set_params(random_state=int(params["random_state"]) + t)
+    for key in ("random_state", "noise_seed"):
+        if isinstance(params.get(key), int | np.integer):
+            est.set_params(**{key: int(params[key]) + t})
     return est
 
 

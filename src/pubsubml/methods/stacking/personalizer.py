@@ -27,6 +27,7 @@ from pubsubml.methods.pubsub.customizer import Customizer, Task
 from pubsubml.methods.pubsub.outputs import Runner
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
+from pubsubml.privacy.noise import SecureRandom
 from pubsubml.schema import Feature, FeatureSchema
 
 __all__ = [
@@ -183,7 +184,7 @@ def dp_median(
     lower: float,
     upper: float,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | SecureRandom,
     *,
     grid_size: int = 1001,
 ) -> float:
@@ -213,7 +214,10 @@ def dp_median(
 
 
 def dp_mode(
-    values: Sequence[Any], categories: Sequence[Any], epsilon: float, rng: np.random.Generator
+    values: Sequence[Any],
+    categories: Sequence[Any],
+    epsilon: float,
+    rng: np.random.Generator | SecureRandom,
 ) -> Any:
     """ε-DP most frequent category by the exponential mechanism (utility = count, sensitivity 1)."""
     if not (np.isfinite(epsilon) and epsilon > 0):
@@ -234,7 +238,7 @@ def release_dp_defaults(
     ledger: PrivacyLedger,
     release_id: str,
     scope: Sequence[str] | None = None,
-    random_state: Any = None,
+    noise_seed: int | np.random.Generator | None = None,
 ) -> tuple[FeatureSchema, Release]:
     """Replace the defaults of ``X``'s features by DP estimates from ``X``, charged to ``ledger``.
 
@@ -256,7 +260,10 @@ def release_dp_defaults(
     release_id : str
     scope : sequence of str, optional
         Data chunks ``X`` comes from (``None``: the whole data set).
-    random_state : int or numpy Generator, optional
+    noise_seed : int or numpy Generator, optional
+        Seeds the exponential mechanism, for simulations only (whoever knows the seed can
+        regenerate the draws).  ``None`` (the default): a secure source
+        (:class:`~pubsubml.privacy.noise.SecureRandom`).
 
     Returns
     -------
@@ -294,10 +301,12 @@ def release_dp_defaults(
         scope=None if scope is None else tuple(scope),
     )
     ledger.charge(release)
-    rng = (
-        random_state
-        if isinstance(random_state, np.random.Generator)
-        else np.random.default_rng(random_state)
+    rng: np.random.Generator | SecureRandom = (
+        SecureRandom()
+        if noise_seed is None
+        else noise_seed
+        if isinstance(noise_seed, np.random.Generator)
+        else np.random.default_rng(noise_seed)
     )
     features = []
     for f in own:

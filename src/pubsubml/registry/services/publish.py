@@ -44,6 +44,7 @@ from pubsubml.errors import (
     DigestMismatchError,
     NotFoundError,
     PermissionDeniedError,
+    SeededNoiseError,
     SignatureError,
 )
 from pubsubml.privacy.ledger import Release
@@ -75,6 +76,7 @@ from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
     "Publication",
+    "check_noise",
     "commit_group",
     "commit_publication",
     "committed_model",
@@ -202,6 +204,26 @@ def _site_and_published(session: Session, name: str, model_id: str) -> tuple[_Pu
     return site, bool(published)
 
 
+def check_noise(card: ModelCard, allow_seeded_noise: bool) -> None:
+    """Refuse a private card whose noise is not recorded as secure, unless seeded noise is allowed.
+
+    Raises
+    ------
+    SeededNoiseError
+        ``privacy.noise`` is ``"seeded"`` or absent (cards made before the field existed were
+        all trained with seeded noise) and ``allow_seeded_noise`` is false.
+    """
+    privacy = card.privacy
+    if allow_seeded_noise or not privacy.is_private or privacy.noise_is_secure:
+        return
+    said = "seeded" if privacy.noise == "seeded" else "not recorded"
+    raise SeededNoiseError(
+        f"model {card.model_id}: its DP noise is {said} (a simulation's seed can regenerate it); "
+        "this registry accepts only secure noise: train without noise_seed, or start the "
+        "registry for research with --allow-seeded-noise"
+    )
+
+
 def prepare_publication(
     session: Session,
     principal: Principal,
@@ -211,6 +233,7 @@ def prepare_publication(
     validator: ValidationPool,
     visible_to: Sequence[str] | None = None,
     max_weights_bytes: int,
+    allow_seeded_noise: bool = False,
 ) -> Publication | ModelPublic:
     """Run every check of the publish path; writes nothing.
 
@@ -231,6 +254,8 @@ def prepare_publication(
         Weights that do not match the card, a bad signature, an unsafe payload.
     SchemaMismatchError
         Features outside the dictionary.
+    SeededNoiseError
+        The card's DP noise was seeded (or it does not say), and ``allow_seeded_noise`` is off.
     InvalidPrivacyParameterError
         No DP events, δ outside (0, 1) (δ = 0 only for pure ε-DP events) or above the site's δ,
         or a claimed ε below the recomputed one.
@@ -263,6 +288,7 @@ def prepare_publication(
             f"registered key {site.key_id[:16]}…"
         )
     verify_card(card, {site.key_id: public_key_from_base64(site.public_key)})
+    check_noise(card, allow_seeded_noise)
     if published:
         public = get_model(session, principal, card.model_id)
         return public.model_copy(update={"created": False})
@@ -299,7 +325,7 @@ def _receivers(subscriptions: Sequence[SubscriptionMatch], pub: Publication) -> 
     """Ids of the subscriptions among ``subscriptions`` that receive ``pub``, in their order."""
     card = pub.card
     visible = frozenset(pub.visible_to or ())
-    features = frozenset(card.input_features)
+    features = frozenset(card.trained_features)
     return [
         m.subscription_id
         for m in subscriptions
@@ -362,7 +388,9 @@ def _insert(
                 position=position,
             )
         )
-        features.extend({"model_id": card.model_id, "feature_name": n} for n in card.input_features)
+        features.extend(
+            {"model_id": card.model_id, "feature_name": n} for n in card.trained_features
+        )
         visibility.extend({"model_id": card.model_id, "site_id": s} for s in pub.visible_to or ())
         entry = ledger_row(
             pub.site_id,
@@ -622,7 +650,7 @@ def committed_model(
         return model_public(
             pub.row,
             pub.card.publisher,
-            features=sorted(set(pub.card.input_features)),
+            features=sorted(set(pub.card.trained_features)),
             visible_to=pub.visible_names,
             with_card=True,
             created=True,
@@ -643,6 +671,7 @@ def publish_model(
     visible_to: Sequence[str] | None = None,
     max_weights_bytes: int,
     committer: Any = None,
+    allow_seeded_noise: bool = False,
 ) -> ModelPublic:
     """Validate and publish a model (see the module docstring); idempotent per weights digest.
 
@@ -661,6 +690,7 @@ def publish_model(
             validator=validator,
             visible_to=visible_to,
             max_weights_bytes=max_weights_bytes,
+            allow_seeded_noise=allow_seeded_noise,
         )
     )
     if isinstance(prepared, ModelPublic):

@@ -1,5 +1,5 @@
-"""Inline SVG for the web dashboard, built on the server: budget bars, the ledger's cumulative ε,
-and the contribution graph.
+"""Inline SVG for the web dashboard, built on the server: budget bars, the ledger's spent ε by
+release (a step plot) and the contribution graph.
 
 Every builder returns :class:`markupsafe.Markup` ready to be placed in a template.  Text that
 comes from the registry (site names, model ids) is escaped; numbers are formatted here.  Nothing
@@ -8,14 +8,18 @@ is loaded by the browser: no script, no font, no external image.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from typing import NamedTuple
 
 import networkx as nx
 from markupsafe import Markup, escape
 
+from pubsubml.registry.ui.formatting import format_epsilon
+
 __all__ = [
+    "LedgerStep",
     "budget_bar",
     "contribution_graph",
     "graph_svg",
@@ -54,7 +58,7 @@ def budget_bar(spent: float, budget: float, *, width: int = 160, height: int = 1
     """
     share = min(max(spent / budget, 0.0), 1.0) if budget > 0 and math.isfinite(spent) else 1.0
     level = "spent over" if share >= 0.9 else "spent"
-    label = f"ε spent {spent:.3g} of {budget:.3g} ({100 * share:.0f} %)"
+    label = f"ε spent {format_epsilon(spent)} of {format_epsilon(budget)} ({100 * share:.0f} %)"
     return Markup(
         f'<svg class="bar" role="img" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}"><title>{escape(label)}</title>'
@@ -63,15 +67,22 @@ def budget_bar(spent: float, budget: float, *, width: int = 160, height: int = 1
     )
 
 
-def _x_positions(times: Sequence[datetime], left: float, right: float) -> list[float]:
-    """x of each point: by time, or evenly spaced when every time is the same."""
-    if len(times) == 1:
-        return [(left + right) / 2]
-    t0, t1 = times[0].timestamp(), times[-1].timestamp()
-    if t1 <= t0:
-        step = (right - left) / (len(times) - 1)
-        return [left + i * step for i in range(len(times))]
-    return [left + (t.timestamp() - t0) / (t1 - t0) * (right - left) for t in times]
+class LedgerStep(NamedTuple):
+    """One release on the ledger plot.
+
+    Attributes
+    ----------
+    release : int
+        How many releases are charged once it is (1 for the first release, in charge order).
+    epsilon : float
+        The site's spent ε after it, as the ledger composes it.
+    label : str, default=""
+        What the hover text says of it (its id and time).
+    """
+
+    release: int
+    epsilon: float
+    label: str = ""
 
 
 def _epsilon_scale(top: float, budget: float) -> float:
@@ -82,48 +93,61 @@ def _epsilon_scale(top: float, budget: float) -> float:
     return max(budget, top, 1e-12) * 1.05
 
 
-def _series_svg(
-    points: Sequence[tuple[datetime, float]],
+def _release_ticks(last: int) -> list[int]:
+    """Release numbers labelled under the x axis: 0 to ``last`` by 1, 2, 5, 10, 20, 50, …,
+    at most 11 labels."""
+    step, k = 1, 0
+    while last / step > 10:
+        k += 1
+        step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
+    return list(range(0, last + 1, step))
+
+
+def _steps_svg(
+    steps: Sequence[LedgerStep],
+    x: Callable[[float], float],
     y: Callable[[float], float],
     y_max: float,
-    frame: tuple[float, float, float],
 ) -> list[str]:
-    """The polyline, one circle per point and the first and last times under the x axis."""
-    left, right, bottom = frame
-    xs = _x_positions([t for t, _ in points], left + 8, right - 8)
-    coords = [
-        (x, y(e if math.isfinite(e) else y_max)) for x, (_, e) in zip(xs, points, strict=True)
-    ]
-    line = " ".join(f"{_num(x)},{_num(yy)}" for x, yy in coords)
+    """The step line from (0, 0) and one circle per release at the top of its jump."""
+    coords = [(x(0), y(0.0))]
+    for step in steps:
+        level = y(step.epsilon if math.isfinite(step.epsilon) else y_max)
+        coords += [(x(step.release), coords[-1][1]), (x(step.release), level)]
+    line = " ".join(f"{_num(cx)},{_num(cy)}" for cx, cy in coords)
     parts = [f'<polyline class="cumulative" points="{line}"/>']
-    for (x, yy), (t, e) in zip(coords, points, strict=True):
-        label = f"{t:%Y-%m-%d %H:%M:%S} UTC: ε = {e:.4g}"
+    radius = 3.5 if len(steps) <= 60 else 2.0
+    for step, (cx, cy) in zip(steps, coords[2::2], strict=True):
+        eps = float(step.epsilon)
+        about = f" ({step.label})" if step.label else ""
+        label = f"release {step.release}{about}: spent ε {format_epsilon(eps)} (exactly {eps!r})"
         parts.append(
-            f'<circle cx="{_num(x)}" cy="{_num(yy)}" r="3.5"><title>{escape(label)}</title></circle>'
+            f'<circle class="release" cx="{_num(cx)}" cy="{_num(cy)}" r="{radius}" '
+            f'data-release="{int(step.release)}" data-epsilon="{eps!r}">'
+            f"<title>{escape(label)}</title></circle>"
         )
-    first, last = points[0][0], points[-1][0]
-    parts.append(f'<text class="tick" x="{left}" y="{bottom + 18}">{first:%Y-%m-%d %H:%M}</text>')
-    parts.append(
-        f'<text class="tick" x="{right}" y="{bottom + 18}" '
-        f'text-anchor="end">{last:%Y-%m-%d %H:%M}</text>'
-    )
     return parts
 
 
 def ledger_plot(
-    points: Sequence[tuple[datetime, float]],
+    steps: Sequence[LedgerStep | tuple[int, float]],
     budget: float,
     *,
     width: int = 640,
     height: int = 260,
 ) -> Markup:
-    """Cumulative spent ε over time, with the budget as a dashed line.
+    """Cumulative spent ε by release, as a step plot from 0, with the budget as a dashed line.
+
+    x is the number of releases charged (0, 1, 2, … in charge order) and y the spent ε once
+    they are: the line starts at (0, 0) and, at each release, runs level to the release's
+    number, then jumps to the ε spent after it (a jump of height 0 when the release did not
+    raise the spent ε, e.g. a release on another disjoint chunk).
 
     Parameters
     ----------
-    points : sequence of (datetime, float)
-        Time of each charged release and the ε spent once it was charged, in charge order (times
-        non-decreasing).
+    steps : sequence of LedgerStep or (int, float)
+        Release number (≥ 1, increasing) and the spent ε after it, in charge order; numbers may
+        skip (a long ledger sampled), the line then stays level over the releases left out.
     budget : float
         The site's ε budget.
     width, height : int
@@ -132,29 +156,42 @@ def ledger_plot(
     Returns
     -------
     Markup
-        ``<svg class="ledger-plot">`` with ``polyline.cumulative`` through the points, a
-        ``circle`` per point (its ``<title>`` gives time and ε), ``line.budget`` and axis labels.
-        While less than a quarter of the budget is spent, the ε axis ends above the largest ε
-        and a note gives the budget instead of its line.
+        ``<svg class="ledger-plot">`` with ``polyline.cumulative`` through 1 + 2·len(steps)
+        points, a ``circle.release`` per step (``data-release``, ``data-epsilon`` with the
+        unrounded ε, and a ``<title>``), ``line.budget`` and axis labels.  While less than a
+        quarter of the budget is spent, the ε axis ends above the largest ε and a note gives
+        the budget instead of its line; an infinite ε is drawn at the top of the axis.
+
+    Raises
+    ------
+    ValueError
+        Release numbers that are not increasing integers from 1 on.
 
     Examples
     --------
-    >>> from datetime import datetime, timezone
-    >>> t = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    >>> "<polyline" in ledger_plot([(t, 0.5), (t, 1.0)], 4.0)
-    True
+    >>> svg = ledger_plot([(1, 0.5), (2, 0.8)], 4.0)
+    >>> svg.count("<circle"), "<polyline" in svg
+    (2, True)
     """
+    drawn = [LedgerStep(*s) for s in steps]
+    numbers = [s.release for s in drawn]
+    if any(n < 1 for n in numbers[:1]) or any(b <= a for a, b in itertools.pairwise(numbers)):
+        raise ValueError(f"release numbers must increase from 1 on, got {numbers[:5]}…")
     left, right = _PAD_LEFT, width - _PAD_RIGHT
     top, bottom = _PAD_TOP, height - _PAD_BOTTOM
-    finite = [e for _, e in points if math.isfinite(e)]
+    finite = [s.epsilon for s in drawn if math.isfinite(s.epsilon)]
     y_max = _epsilon_scale(max(finite, default=0.0), budget)
+    last = numbers[-1] if numbers else 0
+
+    def x(release: float) -> float:
+        return left + release / max(last, 1) * (right - left)
 
     def y(eps: float) -> float:
         return bottom - min(eps, y_max) / y_max * (bottom - top)
 
     parts = [
         f'<svg class="ledger-plot" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}"><title>cumulative spent ε</title>',
+        f'viewBox="0 0 {width} {height}"><title>spent ε by release</title>',
         f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>',
         f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>',
     ]
@@ -163,18 +200,27 @@ def ledger_plot(
             f'<text class="tick" x="{left - 6}" y="{_num(y(tick) + 4)}" '
             f'text-anchor="end">{tick:.3g}</text>'
         )
+    for release in _release_ticks(last):
+        parts.append(
+            f'<text class="tick release-tick" x="{_num(x(release))}" y="{bottom + 15}" '
+            f'text-anchor="middle">{release}</text>'
+        )
+    parts.append(
+        f'<text class="tick" x="{_num((left + right) / 2)}" y="{bottom + 30}" '
+        'text-anchor="middle">release number (in charge order)</text>'
+    )
     if budget <= y_max:
         parts.append(
             f'<line class="budget" x1="{left}" y1="{_num(y(budget))}" x2="{right}" '
-            f'y2="{_num(y(budget))}"><title>ε budget {budget:.4g}</title></line>'
+            f'y2="{_num(y(budget))}"><title>ε budget {format_epsilon(budget)}</title></line>'
         )
     else:
         parts.append(
             f'<text class="tick budget-note" x="{right}" y="{top + 4}" text-anchor="end">'
-            f"ε budget {budget:.4g}: above the plot</text>"
+            f"ε budget {format_epsilon(budget)}: above the plot</text>"
         )
-    if points:
-        parts += _series_svg(points, y, y_max, (left, right, bottom))
+    if drawn:
+        parts += _steps_svg(drawn, x, y, y_max)
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -16,7 +16,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -24,11 +23,11 @@ from sqlalchemy.orm import Session
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.privacy_record import account_epsilon
 from pubsubml.errors import DataValidationError, PubsubmlError
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountant import compute_epsilon, neighbouring_of
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.api.deps import MAX_CURSOR
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.schemas import LedgerPublic, check_site_name
+from pubsubml.registry.schemas import LedgerPublic, ReleasePublic, check_site_name
 from pubsubml.registry.services import contributions as contributions_service
 from pubsubml.registry.services import features as features_service
 from pubsubml.registry.services import ledger as ledger_service
@@ -37,6 +36,7 @@ from pubsubml.registry.services import sites as sites_service
 from pubsubml.registry.services import subscriptions as subscriptions_service
 from pubsubml.registry.services.feed import read_deliveries
 from pubsubml.registry.ui.charts import (
+    LedgerStep,
     budget_bar,
     contribution_graph,
     graph_svg,
@@ -61,7 +61,7 @@ __all__ = [
 
 #: Models listed per page.
 PAGE_SIZE = 100
-#: Most points of the cumulative-ε plot (longer ledgers are sampled evenly, last point kept).
+#: Most steps of the spent-ε plot (longer ledgers are sampled evenly, the last release kept).
 MAX_PLOT_POINTS = 120
 #: Delivered models listed per subscription.
 MAX_DELIVERIES_SHOWN = 50
@@ -236,8 +236,8 @@ def recompute_epsilon(card: ModelCard) -> float:
 
 
 def model_page(session: Session, principal: Principal, model_id: str) -> dict[str, Any]:
-    """One model's card in full, its DP events, the ε recomputed from them, and the
-    contribution scores subscribers reported for it.
+    """One model's card in full, its DP events, the ε recomputed from them (and the neighbouring
+    relation it holds for), and the contribution scores subscribers reported for it.
 
     Raises
     ------
@@ -259,19 +259,40 @@ def model_page(session: Session, principal: Principal, model_id: str) -> dict[st
         "events": [e.model_dump(mode="json") for e in card.privacy.events],
         "recomputed": recomputed,
         "recompute_problem": problem,
+        "neighbouring": neighbouring_of(card.privacy.events),
         "card_json": json.dumps(model.card, indent=2, sort_keys=True, ensure_ascii=False),
         "contributions": scores,
     }
 
 
+def _release_label(release: ReleasePublic) -> str:
+    """A release as its hover text names it: model id (or release id) and time."""
+    name = release.model_id[:12] if release.model_id else release.release_id[:40]
+    return f"{name}, {release.created_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
 def cumulative_spent(
     ledger: LedgerPublic, *, max_points: int = MAX_PLOT_POINTS
-) -> list[tuple[datetime, float]]:
-    """Spent ε after each charged release, as the ledger composes it (never a sum of ε).
+) -> list[LedgerStep]:
+    """Spent ε after each charged release, in charge order, as the ledger composes it.
 
-    The time of a point is the latest release time so far, so the curve moves forward in time
-    even when releases were created out of order.  Beyond ``max_points`` releases, evenly spaced
-    prefixes are composed (always the last one).
+    Step k is :meth:`~pubsubml.privacy.ledger.PrivacyLedger.spent_epsilon` of the ledger's
+    first k releases (sequential composition by the accountant, parallel over registered
+    disjoint chunks; never a sum of ε), at the site's δ; the last step is the ledger's own
+    ``spent_epsilon`` as :func:`~pubsubml.registry.services.ledger.read_ledger` returned it.
+
+    Parameters
+    ----------
+    ledger : LedgerPublic
+        A site's ledger, releases in charge order.
+    max_points : int, default=MAX_PLOT_POINTS
+        Beyond this many releases, only evenly spaced prefixes (and the whole ledger) are
+        composed: each step then covers the releases since the previous one.
+
+    Returns
+    -------
+    list of LedgerStep
+        One per release (or per sampled prefix), numbered from 1; empty without releases.
     """
     releases = [
         Release(
@@ -288,23 +309,23 @@ def cumulative_spent(
         ends = sorted({max(1, round(i * n / max_points)) for i in range(1, max_points)} | {n})
     else:
         ends = list(range(1, n + 1))
-    latest = [r.created_at for r in releases]
-    for i in range(1, n):
-        latest[i] = max(latest[i - 1], latest[i])
-    points = []
+    steps = []
     for k in ends:
-        prefix = PrivacyLedger(
-            site=ledger.site,
-            epsilon_budget=ledger.epsilon_budget,
-            delta=ledger.delta_budget,
-            releases=releases[:k],
-        )
-        points.append((latest[k - 1], prefix.spent_epsilon()))
-    return points
+        if k == n:
+            spent = ledger.spent_epsilon
+        else:
+            spent = PrivacyLedger(
+                site=ledger.site,
+                epsilon_budget=ledger.epsilon_budget,
+                delta=ledger.delta_budget,
+                releases=releases[:k],
+            ).spent_epsilon()
+        steps.append(LedgerStep(k, spent, _release_label(ledger.releases[k - 1])))
+    return steps
 
 
 def ledger_page(session: Session, principal: Principal, name: str) -> dict[str, Any]:
-    """A site's ledger: budget, releases and the cumulative spent ε plotted over time.
+    """A site's ledger: budget, releases and the spent ε plotted by release.
 
     Raises
     ------

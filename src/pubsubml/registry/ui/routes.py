@@ -28,6 +28,7 @@ from pubsubml.errors import AuthenticationError, PubsubmlError
 from pubsubml.registry.api.deps import RegistryState, StateDep
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.error_codes import ERROR_CODES
+from pubsubml.registry.ui.formatting import epsilon_html, sigma_html
 from pubsubml.registry.ui.pages import (
     ModelFilters,
     graph_page,
@@ -77,6 +78,9 @@ _templates = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+# ε to 4 decimals and σ to 3 significant digits, the exact value on hover.
+_templates.filters["epsilon"] = epsilon_html
+_templates.filters["sigma"] = sigma_html
 
 router = APIRouter()
 

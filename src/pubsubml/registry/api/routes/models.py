@@ -98,6 +98,7 @@ async def publish(
             visible_to=form.visible_to,
             max_weights_bytes=settings.max_upload_bytes,
             committer=state.committer,
+            allow_seeded_noise=settings.allow_seeded_noise,
         )
     finally:
         state.publish_slots.release()

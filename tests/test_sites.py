@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pubsubml.errors import (
     InvalidPrivacyParameterError,
     PrivacyBudgetExceededError,
     PrivacyError,
+    SeededNoiseWarning,
     SignatureError,
 )
 from pubsubml.hub import LocalHub
@@ -193,3 +195,32 @@ def test_release_to_charges_then_writes_and_refuses_over_budget(tmp_path: Path) 
     with pytest.raises(PrivacyBudgetExceededError):
         site.release_to(other.fit(X, y), tmp_path / "two")
     assert not (tmp_path / "two").exists() and len(site.ledger.releases) == 1
+
+
+def test_a_release_with_seeded_noise_warns_and_says_so_on_its_card() -> None:
+    site, hub = _site("h1"), LocalHub()
+    secure = _dp_model(1)
+    seeded = _dp_model(2).set_params(noise_seed=2).fit(*_data(300, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        site.publish(secure, hub)  # secure noise: no warning
+    with pytest.warns(SeededNoiseWarning, match="seeded"):
+        model_id = site.publish(seeded, hub)
+    assert hub.fetch(model_id)[0].privacy.noise == "seeded"
+    assert secure.noise_ == "secure" and seeded.noise_ == "seeded"
+
+
+def test_persist_saves_the_charged_ledger_before_the_model_leaves(tmp_path: Path) -> None:
+    site = _site("h1")
+    hub = SpyHub(site)
+    saved: list[int] = []
+    site.publish(_dp_model(3), hub, persist=lambda ledger: saved.append(len(ledger.releases)))
+    assert saved == [1] and hub.charged_at_publish == [1]
+
+    def broken(ledger: PrivacyLedger) -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        site.release_to(_dp_model(4), tmp_path / "out", persist=broken)
+    assert not (tmp_path / "out").exists()  # nothing left the site
+    assert len(site.ledger.releases) == 2  # the charge stays: the ledger errs on the safe side

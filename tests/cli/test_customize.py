@@ -106,7 +106,7 @@ def _train(data: Path, schema: Path, key: Path, site: str, out: Path, *extra: st
     """``pubsubml train`` of a dp_linear model of ``site`` (its ledger next to ``data``)."""
     r = run("train", data, "--schema", schema, "--label", "y", "--key", key,
             "--ledger", data.parent / f"{site}-ledger.json", "--site", site, "--budget", "3",
-            "--out", out, "--learner", "dp_linear", "--quiet", *extra)  # fmt: skip
+            "--out", out, "--learner", "dp_linear", "--quiet", "--extend-schema", *extra)  # fmt: skip
     assert r.exit_code == 0, r.output
 
 

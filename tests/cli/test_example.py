@@ -22,7 +22,7 @@ runner = CliRunner()
 CSV_FILES = {
     "hospital-a.csv": (1500, [f"x{i}" for i in range(7)] + ["y"]),
     "hospital-b.csv": (1500, [f"x{i}" for i in range(3, 10)] + ["y"]),
-    "clinic-c.csv": (400, [f"x{i}" for i in range(8)] + ["y"]),
+    "clinic-c.csv": (200, [f"x{i}" for i in range(8)] + ["y"]),
     "clinic-c-test.csv": (4000, [f"x{i}" for i in range(8)] + ["y"]),
     "clinic-c-new.csv": (20, [f"x{i}" for i in range(8)]),
 }

@@ -101,7 +101,9 @@ def _inbox(inbox: Path, keys: dict[str, Any], task: str, run: Any) -> list[Any]:
             step.advance()
     if skipped:
         err_console.print(f"skipped {len(skipped)} {_other(task)} model(s): {', '.join(skipped)}")
-    return models
+    # One order whatever the folders are called (an inbox by site, a pull by id): the same
+    # artifacts give the same customized model.
+    return sorted(models, key=lambda m: m.model_id)
 
 
 def _other(task: str) -> str:

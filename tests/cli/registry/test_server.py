@@ -156,3 +156,6 @@ def test_serve_refuses_jetstream_without_a_nats_server_and_passes_it_to_workers(
     )
     workers = RegistrySettings.from_env(_worker_environment(settings))
     assert workers.nats_url == settings.nats_url and workers.nats_jetstream
+    assert not workers.allow_seeded_noise
+    research = settings.model_copy(update={"allow_seeded_noise": True})
+    assert RegistrySettings.from_env(_worker_environment(research)).allow_seeded_noise

@@ -92,6 +92,15 @@ def serve_command(
     migrate: Annotated[
         bool, typer.Option("--migrate", help="Upgrade the schema before serving.")
     ] = False,
+    allow_seeded_noise: Annotated[
+        bool,
+        typer.Option(
+            "--allow-seeded-noise",
+            help="Research mode: accept models whose DP noise was seeded (simulations); by "
+            "default they are refused, since a seed regenerates the noise (env "
+            "PUBSUBML_ALLOW_SEEDED_NOISE).",
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
     workers: Annotated[
         int,
@@ -140,7 +149,12 @@ def serve_command(
         max_upload_bytes=limit,
         nats_url=nats_url,
         nats_jetstream=nats_jetstream or None,
+        allow_seeded_noise=allow_seeded_noise or None,
     )
+    if settings.allow_seeded_noise:
+        err_console.print(
+            "research mode: models whose DP noise was seeded are accepted (--allow-seeded-noise)"
+        )
     if dev and not os.environ.get("PUBSUBML_ADMIN_TOKEN"):
         err_console.print(f"development admin token: {settings.admin_token.get_secret_value()}")
     if settings.is_sqlite and migrate:
@@ -185,6 +199,7 @@ def _worker_environment(settings: Any) -> dict[str, str]:
         "PUBSUBML_REGISTRY_DEV": "1" if settings.dev else "",
         "PUBSUBML_NATS_URL": settings.nats_url or "",
         "PUBSUBML_NATS_JETSTREAM": "true" if settings.nats_jetstream else "",
+        "PUBSUBML_ALLOW_SEEDED_NOISE": "1" if settings.allow_seeded_noise else "",
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,50 @@ def test_train_needs_public_classes_and_a_ledger_to_start(site: Path) -> None:
     r = run(*base, "--class", "0", "--class", "1")
     assert r.exit_code == 2 and "--site and --budget" in r.output
     assert not (site / "ledger.json").exists() and not (site / "x").exists()
+
+
+BAD_INPUTS = {
+    "unknown learner": (["--learner", "nope"], 2, "unknown learner 'nope'"),
+    "bad task": (["--task", "ranking"], 2, "--task must be"),
+    "missing feature": (["--schema", "bounds.json"], 1, "lacks schema feature(s) x3"),
+    "over budget": (["--epsilon", "8"], 1, "above its budget"),
+    "not a private key": (["--key", "a.key.pub"], 2, "not a private key"),
+    "bad schema file": (["--schema", "a.csv"], 2, "a.csv"),
+    "other site's ledger": (["--site", "b"], 1, "is the ledger of site 'a'"),
+    "output not empty": (["--out", "art"], 1, "not an empty folder"),
+    "strict": (["--strict"], 1, "refused by --strict"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_every_bad_input_is_one_line_and_changes_nothing(site: Path, case: str) -> None:
+    _setup(site)
+    frame = pd.read_csv(site / "a.csv")
+    frame.loc[0, "x0"] = 2.0  # out of bounds: clipped, or refused with --strict
+    frame.to_csv(site / "a.csv", index=False)
+    (site / "art").mkdir()
+    (site / "art" / "keep.txt").write_text("x")
+    options = {"--schema": "schema.json", "--key": "a.key", "--out": "new", "--site": "a",
+               "--ledger": "ledger.json", "--learner": "dp_linear", "--epsilon": "1"}  # fmt: skip
+    paths = ("--schema", "--key", "--out", "--ledger")
+
+    def train(changes: dict[str, str], *flags: str) -> Result:
+        merged = {**options, **changes}
+        args = [v for k, x in merged.items() for v in (k, site / x if k in paths else x)]
+        return run("train", site / "a.csv", "--label", "y", "--class", "0", "--class", "1",
+                   "--budget", "2", "--quiet", *args, *flags)  # fmt: skip
+
+    assert train({}).exit_code == 0
+    shutil.rmtree(site / "new")
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    extra, code, message = BAD_INPUTS[case]
+    changes = dict(zip(extra[::2], extra[1::2], strict=False))
+
+    r = train(changes, *([] if len(extra) % 2 == 0 else extra[-1:]))
+
+    assert r.exit_code == code, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    after = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    assert after == before  # no file written or changed, the ledger included
+    assert not (site / "new").exists()

@@ -141,7 +141,7 @@ def train_command(
         list[str] | None,
         typer.Option(
             "--class",
-            help="A public class label (repeat). [required for classification]",
+            help="A public class label (repeat); required for classification.",
             show_default=False,
         ),
     ] = None,
@@ -219,8 +219,6 @@ def train_command(
         raise _fail(f"{ledger} does not exist: pass --site and --budget to create it", 2)
     signing_key = load_key(key)
     X, y = frame[report.columns], _labels(labels, params["classes"])
-    for line in report.notes:
-        err_console.print(f"note: {line}", soft_wrap=True)
 
     def new_ledger() -> PrivacyLedger:
         if site is None or budget is None:  # the file went away since the check above
@@ -245,6 +243,8 @@ def train_command(
                     f" above its budget ε={book.epsilon_budget:g} (remaining ε {left:.6g}); "
                     "nothing was trained, charged or written"
                 )
+            for line in report.notes:  # every check passed: what training will do to the data
+                err_console.print(f"note: {line}", soft_wrap=True)
             with steps(enabled=not quiet) as run:
                 with run.step(f"training {learner} on {len(frame)} rows"):
                     model.fit(X, y)

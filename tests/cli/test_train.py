@@ -2,46 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import Result
-from typer.testing import CliRunner
 
+# The runner and the key + schema set-up of the schema commands' tests (``site``: conftest).
+from cli.test_site import _setup, run
 from pubsubml.artifacts import load_artifact
-from pubsubml.cli.commands import app
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
-
-runner = CliRunner()
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Path:
-    """A site's folder: 300 labelled rows of three features, public bounds of four."""
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0, 1, (300, 3))
-    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"])
-    frame["y"] = (X[:, 0] + X[:, 1] > 1).astype(int)
-    frame.to_csv(tmp_path / "a.csv", index=False)
-    bounds = {f"x{i}": {"lower": 0, "upper": 1, "default": 0.5} for i in range(4)}
-    (tmp_path / "bounds.json").write_text(json.dumps(bounds))
-    return tmp_path
-
-
-def run(*args: str | Path) -> Result:
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def _setup(d: Path) -> None:
-    assert run("keygen", "--out", d / "a.key").exit_code == 0
-    r = run("schema", "infer", d / "a.csv", "--public-bounds", d / "bounds.json", "--label", "y",
-            "--out", d / "schema.json")  # fmt: skip
-    assert r.exit_code == 0, r.output
 
 
 def test_schema_check_and_train_apply_one_rule(site: Path) -> None:

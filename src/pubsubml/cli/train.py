@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -233,7 +234,8 @@ def train_command(
             if registry is not None:
                 _check_registered_key(registry, token, book.site, signing_key)
             planned = Release(
-                release_id="planned", events=tuple(model.planned_privacy_events(X, y))
+                release_id=f"planned-{uuid.uuid4().hex}",
+                events=tuple(model.planned_privacy_events(X, y)),
             )
             would = book.epsilon_if_charged(planned)
             if would > book.epsilon_budget:
@@ -253,7 +255,7 @@ def train_command(
                     artifact = the_site.release_to(model, out, persist=book_file.save)
     except PrivacyBudgetExceededError as exc:
         raise _fail(str(exc)) from None
-    except PubsubmlError as exc:
+    except (PubsubmlError, ValueError) as exc:
         raise _fail(str(exc).splitlines()[0]) from None
     _print_card(artifact.card, book)
 

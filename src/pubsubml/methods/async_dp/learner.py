@@ -69,7 +69,7 @@ def answer_gradient_query(
     *,
     epsilon: float,
     horizon: int,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, DPEvent]:
     """The DP answer of Eq. 4: Q_i(D_i; θ) of Eq. 3 plus Laplace noise of scale 2ΞT/(n_i ε_i).
 
@@ -83,7 +83,9 @@ def answer_gradient_query(
         ε_i, the owner's budget over the whole horizon.
     horizon : int
         T, the most answers the owner will ever give.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator, optional
+        A seeded source, for simulations only; default: secure Laplace noise
+        (:func:`~pubsubml.privacy.mechanisms.laplace_mechanism`).
 
     Returns
     -------
@@ -141,7 +143,8 @@ class DataOwner:
     theta_max : float
         θ_max of Θ; queries outside Θ are refused.
     rng : numpy.random.Generator, optional
-        Noise source (default: fresh OS entropy).
+        A seeded noise source, for simulations only.  Default: secure Laplace noise that nobody
+        can regenerate (:func:`~pubsubml.privacy.mechanisms.laplace_mechanism`).
     ledger_delta : float, default=1e-6
         δ at which the ledger reports its accountant ε (see Notes).
     ledger_backend : {"pld", "rdp"}, optional
@@ -196,7 +199,7 @@ class DataOwner:
         self.epsilon = check_positive("epsilon", epsilon)
         self.horizon = check_count("horizon", horizon)
         self.oracle = SquaredLossOracle(X, y, clip_norm=clip_norm, theta_max=theta_max)
-        self.rng = np.random.default_rng() if rng is None else rng
+        self.rng = rng
         self.event = DPEvent(
             mechanism="laplace",
             noise_multiplier=self.horizon / self.epsilon,

@@ -24,13 +24,14 @@
    as such).
 
 Opacus runs without ``secure_mode``: ``PrivacyEngine(secure_mode=True)`` needs ``torchcsprng``,
-which is not installable here (its last release, 0.2.1 of 2021, targets torch 1.8 and has no build
-for this torch or Python).  So Opacus draws its Poisson masks and noise from torch's default
-generator, which is faster than a cryptographic source; the comparison is conservative for
-pubsubml's secure rows.
+which is not installable here (the package index offers no distribution of it; its last release,
+0.2.1 of 2021, was built for torch 1.8).  So Opacus draws its Poisson masks and noise from torch's
+default generator, without secure mode's cryptographic generator and its four Gaussian draws per
+noise value (``opacus/optimizers/optimizer.py``, ``_generate_noise``): a conservative comparison
+for pubsubml's secure rows.
 
 Each part runs with torch's default intra-op thread count and with one thread (``--threads``).
-Timings exclude data generation (river, untimed) and a warm-up of every engine on 500 rows.
+Timings exclude data generation (river) and an untimed warm-up of every engine.
 The machine is shared: the 1-minute load average before and after each part is printed.
 
 Run: ``.venv/bin/python benchmarks/dpsgd_speed.py`` (``--rows``, ``--sites``, ``--site-rows``,
@@ -303,6 +304,8 @@ def part_two(sites: int, site_rows: int, epochs: int, opacus_sites: int) -> None
         )
 
     Xs, ys = [d.X for d in datasets], [d.y for d in datasets]
+    for noise_seed in (None, 0):  # warm-up on 2 sites, untimed: first calls, lazy imports
+        fit_many(estimator(noise_seed), Xs[:2], ys[:2])
     load_before = _load()
     seconds, models = _timed(lambda: fit_many(estimator(None), Xs, ys))
     load_after = _load()
@@ -324,11 +327,13 @@ def part_two(sites: int, site_rows: int, epochs: int, opacus_sites: int) -> None
     per_site: dict[str, float] = {}
     for mode in OPACUS_MODES:
         try:
+            _opacus_sites(encoded[:1], 1, mode)  # warm-up, untimed
             ref_seconds, _ = _timed(functools.partial(_opacus_sites, encoded, epochs, mode))
         except Exception as error:  # reported below
             print(f"opacus 1.6 {mode}: not supported: {_reason(error)}")
             continue
         per_site[f"opacus 1.6 {mode}"] = ref_seconds / opacus_sites
+    _ours_fast(*encoded[0], 1, 0)  # warm-up, untimed
     ours_seq, _ = _timed(lambda: [_ours_fast(X, y, epochs, s) for s, (X, y) in enumerate(encoded)])
     fastest = min(per_site, key=per_site.__getitem__)
     ref = per_site[fastest] * sites

@@ -23,8 +23,7 @@ from pydantic import (
 )
 
 from pubsubml.errors import InvalidPrivacyParameterError, PubsubmlError, UntrustedArtifactError
-from pubsubml.privacy.events import DPEvent, Mechanism
-from pubsubml.privacy.noise import NoiseKind
+from pubsubml.privacy.events import DPEvent, Mechanism, NoiseKind
 
 __all__ = [
     "Accountant",

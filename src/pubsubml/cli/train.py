@@ -235,7 +235,7 @@ def train_command(
                 _check_registered_key(registry, token, book.site, signing_key)
             planned = Release(
                 release_id=f"planned-{uuid.uuid4().hex}",
-                events=tuple(model.planned_privacy_events(X, y)),
+                events=tuple(model.planned_privacy_events(len(X), X.shape[1])),
             )
             would = book.epsilon_if_charged(planned)
             if would > book.epsilon_budget:

@@ -192,8 +192,11 @@ class DiffprivlibClassifier(SchemaInputMixin, ClassifierMixin, BaseEstimator, me
         self.noise_ = noise
         return self
 
-    def planned_privacy_events(self, X: Any, y: Any) -> list[DPEvent]:
-        """An upper bound of what a ``fit(X, y)`` will spend, for a budget check before training.
+    def planned_privacy_events(self, n_samples: int, n_features: int) -> list[DPEvent]:
+        """An upper bound of what a ``fit`` will spend, for a budget check before training.
+
+        The same interface as the DP-SGD learners' (``n_samples`` and ``n_features`` do not
+        change the bound: diffprivlib's mechanisms spend the model's ε whatever the data).
 
         One pure ``approx_dp`` event at the model's ε (replace-one): the fit records one event per
         diffprivlib mechanism, whose ε add up to at most this one, and composes no worse.

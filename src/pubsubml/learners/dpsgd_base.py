@@ -200,34 +200,6 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         _fit_sites([self], [X], [y])
         return self
 
-    def planned_privacy_events(self, X: Any, y: Any) -> list[DPEvent]:
-        """The DP events a ``fit(X, y)`` would record, from public inputs only; trains nothing.
-
-        σ, the sample rate and the steps follow from the number of rows, the privacy target and
-        the encoded width (module notes), so a site can check its budget before training.
-
-        Returns
-        -------
-        list of DPEvent
-            What :attr:`privacy_events_` will hold after the fit (empty when ``dp=False``).
-
-        Raises
-        ------
-        Whatever :meth:`fit` raises on the same input, before training.
-        """
-        plan = self._plan(X, y)
-        config, n = plan.config, int(plan.Z.shape[0])
-        if not config.private:
-            return []
-        return [
-            DPEvent(
-                mechanism="subsampled_gaussian",
-                noise_multiplier=float(config.noise_multiplier),
-                sample_rate=config.sample_rate_for(n),
-                count=config.steps_for(n),
-            )
-        ]
-
     def _forward(self, X: Any) -> torch.Tensor:
         check_is_fitted(self, "module_")
         Z = self._encode_predict(X)

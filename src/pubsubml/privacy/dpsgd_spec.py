@@ -22,8 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
-from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.noise import NoiseKind
+from pubsubml.privacy.events import DPEvent, NoiseKind
 
 __all__ = [
     "ACTIVATIONS",

@@ -18,12 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pubsubml.errors import InvalidPrivacyParameterError
 
-__all__ = ["DPEvent", "Mechanism", "Neighbouring"]
+__all__ = ["DPEvent", "Mechanism", "Neighbouring", "NoiseKind"]
 
 Mechanism = Literal["subsampled_gaussian", "gaussian", "laplace", "approx_dp", "repeat_and_select"]
 #: The neighbouring relation a guarantee holds for: datasets that differ by adding or removing one
 #: record, or by replacing one record.
 Neighbouring = Literal["add_remove", "replace_one"]
+#: Where a release's randomness came from: a secure source nobody can regenerate, or a seed (a
+#: simulation); see :mod:`pubsubml.privacy.noise`.
+NoiseKind = Literal["secure", "seeded"]
 #: Most events one ``repeat_and_select`` event may hold (cards are untrusted input).
 MAX_INNER_EVENTS = 64
 # Mechanisms without an RDP curve here, which a repeat_and_select event cannot hold.

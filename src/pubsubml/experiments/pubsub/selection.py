@@ -13,6 +13,7 @@ shared by all subscribers, as in Algorithm 3 (publishers in parallel, then subsc
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pubsubml.data import hyperplane_schema
+from pubsubml.errors import SeededNoiseWarning
 from pubsubml.experiments.pubsub import compared as pm
 from pubsubml.experiments.pubsub.hyperplane import HyperplaneSite, make_consortium
 from pubsubml.experiments.runner import Record, kfold_indices
@@ -213,7 +215,9 @@ def publish_models(
     for name, model in zip(names, models, strict=True):
         ledger = PrivacyLedger(site=name, epsilon_budget=sizes.epsilon, delta=sizes.delta)
         site = Site(name, schema, ledger)
-        site.publish(model, hub)
+        with warnings.catch_warnings():  # a simulation: its publishers' noise is seeded
+            warnings.simplefilter("ignore", SeededNoiseWarning)
+            site.publish(model, hub)
         keys.append(site.public_key)
     return hub, keys, time.perf_counter() - t0
 

@@ -11,6 +11,7 @@ one :class:`~pubsubml.hub.LocalHub`; a subscriber's view of it leaves out its ow
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.data import hyperplane_schema
+from pubsubml.errors import SeededNoiseWarning
 from pubsubml.experiments.pubsub.hyperplane import (
     concept_weights,
     draw_site_params,
@@ -159,19 +161,21 @@ def streams_run(seed: int, fold: int, *, size: str = "full", k: int = 5) -> list
         for i, site in enumerate(sites)
     ]
     records: list[Record] = []
-    for t in range(sizes.n_chunks):
-        for pub, stream in zip(publishers, streams, strict=True):
-            pub.learn_chunk(*stream[t])
-        for site, sub, stream in zip(sites, subscribers, streams, strict=True):
-            rec = sub.learn_chunk(*stream[t])
-            records.append(
-                {
-                    "subscriber": site.name,
-                    "chunk": t + 1,
-                    "score": rec["test"],
-                    "prequential": rec["prequential"],
-                    "n_models": rec["n_models"],
-                    "epsilon": site.ledger.spent_epsilon(),
-                }
-            )
+    with warnings.catch_warnings():  # a simulation: its publishers' noise is seeded
+        warnings.simplefilter("ignore", SeededNoiseWarning)
+        for t in range(sizes.n_chunks):
+            for pub, stream in zip(publishers, streams, strict=True):
+                pub.learn_chunk(*stream[t])
+            for site, sub, stream in zip(sites, subscribers, streams, strict=True):
+                rec = sub.learn_chunk(*stream[t])
+                records.append(
+                    {
+                        "subscriber": site.name,
+                        "chunk": t + 1,
+                        "score": rec["test"],
+                        "prequential": rec["prequential"],
+                        "n_models": rec["n_models"],
+                        "epsilon": site.ledger.spent_epsilon(),
+                    }
+                )
     return records

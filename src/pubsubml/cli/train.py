@@ -268,6 +268,7 @@ def _print_card(card: Any, book: Any) -> None:
     sigma = ", ".join(f"{e.noise_multiplier:.3f}" for e in events if e.noise_multiplier)
     n_steps = sum(int(e.count or 1) for e in events)
     rdp = compute_epsilon(events, privacy.delta, backend="rdp") if privacy.delta else None
+    label = {"pld": "PLD", "rdp": "RDP", "pure": "pure ε-DP"}.get(str(privacy.accountant), "")
     console.print(f"model {card.model_id} by {card.publisher} ({card.format})")
     console.print(f"  features: {', '.join(card.trained_features)}", soft_wrap=True)
     if card.defaulted_features:
@@ -275,7 +276,7 @@ def _print_card(card: Any, book: Any) -> None:
             f"  at their public defaults: {', '.join(card.defaulted_features)}", soft_wrap=True
         )
     console.print(
-        f"  σ {sigma or '-'}, steps {n_steps}, ε {privacy.epsilon:.4f} (PLD)"
+        f"  σ {sigma or '-'}, steps {n_steps}, ε {privacy.epsilon:.4f} ({label})"
         + (f", {rdp:.4f} (RDP)" if rdp is not None else "")
         + f" at δ {privacy.delta:g}, noise {privacy.noise}"
     )

@@ -12,7 +12,7 @@ FAST = {"canaries": 400, "rows": 300, "epsilon": 1.0}
 
 
 @pytest.mark.parametrize("learner", ["mlp", "linear"])
-@pytest.mark.parametrize("path", ["stacked", "generic"])
+@pytest.mark.parametrize("path", ["stacked", "generic", "secure"])
 def test_the_shipped_mechanism_stays_below_its_claim(learner: str, path: str) -> None:
     r = audit_dpsgd(learner, path=path, **FAST)  # type: ignore[arg-type]
 
@@ -23,7 +23,7 @@ def test_the_shipped_mechanism_stays_below_its_claim(learner: str, path: str) ->
 
 
 @pytest.mark.parametrize("variant", ["noise-off", "noise-x0.1", "clip-off"])
-@pytest.mark.parametrize("path", ["stacked", "generic"])
+@pytest.mark.parametrize("path", ["stacked", "generic", "secure"])
 def test_a_broken_mechanism_is_caught(variant: str, path: str) -> None:
     r = audit_dpsgd("mlp", path=path, variant=variant, **FAST)  # type: ignore[arg-type]
 

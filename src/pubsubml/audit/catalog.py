@@ -114,9 +114,11 @@ def _diffprivlib(model: Literal["logistic", "naive_bayes", "forest"]) -> Callabl
 
 #: The audits by target name (module docstring).
 AUDITS: dict[str, AuditTarget] = {
-    "mlp": AuditTarget(("stacked", "generic", "many-run"), VARIANTS, ("many-run",), _dpsgd("mlp")),
+    "mlp": AuditTarget(
+        ("stacked", "generic", "secure", "many-run"), VARIANTS, ("many-run",), _dpsgd("mlp")
+    ),
     "linear": AuditTarget(
-        ("stacked", "generic", "many-run"), VARIANTS, ("many-run",), _dpsgd("linear")
+        ("stacked", "generic", "secure", "many-run"), VARIANTS, ("many-run",), _dpsgd("linear")
     ),
     "dp-fedavg": AuditTarget(
         ("central",), VARIANTS, (), _one_run(audit_dp_fedavg, "rows_per_client")

@@ -57,6 +57,7 @@ from pubsubml.learners.mlp import DPMLPClassifier
 from pubsubml.privacy.accountant import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, init_mlp, train_dp
 from pubsubml.privacy.mlp_stack import train_dp_stacked
+from pubsubml.privacy.noise import SecureNoise
 
 __all__ = [
     "DEFAULT_CANARIES",
@@ -70,7 +71,7 @@ __all__ = [
 ]
 
 Learner = Literal["mlp", "linear"]
-Path = Literal["stacked", "generic"]
+Path = Literal["stacked", "generic", "secure"]
 
 VARIANTS: tuple[str, ...] = ("correct", "noise-off", "noise-x0.1", "clip-off")
 #: m.  The one-run bound of a perfect attack grows with m (Steinke et al., Fig. 1); 5000 Dirac
@@ -152,7 +153,7 @@ def _train(
     canary_gradients: Tensor | None,
     releases: _Releases | None,
 ) -> TrainResult:
-    if path == "stacked":
+    if path in ("stacked", "secure"):
         stack = MLPStack.init(sizes, est._activation_name(), [generator])
         return train_dp_stacked(
             stack,
@@ -163,6 +164,7 @@ def _train(
             loss=est._loss,
             grad_hook=None if releases is None else releases.stacked,
             canary_gradients=None if canary_gradients is None else [canary_gradients],
+            noise=[SecureNoise()] if path == "secure" else None,
         )[0]
     module = init_mlp(sizes, est._activation_name(), generator)
     params = [p for p in module.parameters() if p.requires_grad]
@@ -202,8 +204,11 @@ def audit_dpsgd(
         :class:`~pubsubml.learners.mlp.DPMLPClassifier` (Table 4's network) or
         :class:`~pubsubml.learners.dpsgd_linear.DPSGDLogisticRegression`, each with its DP-SGD
         defaults; σ is calibrated to (ε, δ) for the records that train, canaries included.
-    path : {"stacked", "generic"}, default="stacked"
-        The engine's batched path (what ``fit`` runs) or its generic ``torch.func`` path.
+    path : {"stacked", "generic", "secure"}, default="stacked"
+        The engine's batched path (what ``fit`` runs in a simulation with a ``noise_seed``), its
+        generic ``torch.func`` path, or the batched path drawing its Poisson masks and noise from
+        :class:`~pubsubml.privacy.noise.SecureNoise` (what ``fit`` runs for a release; ``seed``
+        then seeds everything but the sampling and the noise).
     epsilon, delta : float
         The privacy target of the audited run; the claim is the accountant's ε for what ran.
     variant : {"correct", "noise-off", "noise-x0.1", "clip-off"}, default="correct"
@@ -236,8 +241,10 @@ def audit_dpsgd(
     >>> r.lower_bound <= r.claimed_epsilon
     True
     """
-    if learner not in ("mlp", "linear") or path not in ("stacked", "generic"):
-        raise ValueError("learner must be 'mlp' or 'linear' and path 'stacked' or 'generic'")
+    if learner not in ("mlp", "linear") or path not in ("stacked", "generic", "secure"):
+        raise ValueError(
+            "learner must be 'mlp' or 'linear' and path 'stacked', 'generic' or 'secure'"
+        )
     m = DEFAULT_CANARIES if canaries is None else canaries
     check_audit(epsilon, variant, m, delta, confidence, rows)
     start = time.perf_counter()

@@ -41,7 +41,8 @@ def audit(
     path: Annotated[
         str | None,
         typer.Option(
-            help="The target's path: 'stacked' (what fit runs), 'generic' or 'many-run' for "
+            help="The target's path: 'stacked' (what fit runs with a noise seed), 'generic', "
+            "'secure' (the stacked path with the secure noise of a release) or 'many-run' for "
             "the DP-SGD learners; default the target's first."
         ),
     ] = None,

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
-from pubsubml.cli.site import _fail, _read_features, load_key, read_table
+from pubsubml.cli.site import _fail, _read_features, given_classes, load_key, read_table
 
 __all__ = [
     "contributions_command",
@@ -139,12 +139,7 @@ def _schema(path: Path | None, models: list[Any], columns: list[str]) -> Any:
 def _classes(given: list[str] | None, labels: Any, models: list[Any]) -> list[Any]:
     """``--class`` values, else the labels in the data and those the cards declare (public)."""
     if given:
-        if labels.dtype.kind in "iu":
-            try:
-                return [int(c) for c in given]
-            except ValueError:
-                raise _fail(f"integer labels, but --class values {given}", 2) from None
-        return list(given)
+        return given_classes(given, labels)
     found = {v.item() if hasattr(v, "item") else v for v in labels.unique()}
     for model in models:
         found.update(model.card.classes or [])

@@ -158,6 +158,16 @@ def keygen_command(
     console.print(f"private key: {out}\npublic key:  {public}")
 
 
+def given_classes(given: list[str], labels: Any) -> list[Any]:
+    """``--class`` values as labels of the data's type: ints for integer labels, else strings."""
+    if labels.dtype.kind in "iu":
+        try:
+            return [int(c) for c in given]
+        except ValueError:
+            raise _fail(f"integer labels, but --class values {given}", 2) from None
+    return list(given)
+
+
 def load_key(path: Path) -> Any:
     """The site's Ed25519 private key at ``path``; a public key or a bad file is one error line."""
     from pubsubml.artifacts.signing import load_private_key

@@ -31,7 +31,15 @@ import typer
 from pubsubml.cli import site_data
 from pubsubml.cli.progress import steps
 from pubsubml.cli.registry.options import console, err_console
-from pubsubml.cli.site import ExtendOpt, StrictOpt, _fail, _read_features, load_key, read_table
+from pubsubml.cli.site import (
+    ExtendOpt,
+    StrictOpt,
+    _fail,
+    _read_features,
+    given_classes,
+    load_key,
+    read_table,
+)
 
 __all__ = ["LEARNER_ALIASES", "train_command"]
 
@@ -75,12 +83,7 @@ def _learner(name: str, task: str, params: dict[str, Any]) -> Any:
 def _public_classes(classes: list[str] | None, labels: Any) -> list[Any]:
     if not classes:
         raise _fail("a classification model needs its public classes: pass --class per class", 2)
-    if labels.dtype.kind in "iu":
-        try:
-            return [int(c) for c in classes]
-        except ValueError:
-            raise _fail(f"integer labels, but --class values {classes}", 2) from None
-    return list(classes)
+    return given_classes(classes, labels)
 
 
 def _labels(labels: Any, classes: list[Any] | None) -> Any:

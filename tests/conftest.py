@@ -184,8 +184,10 @@ RAY_OUTCOMES = pytest.StashKey[dict[str, dict[str, str]]]()
 
 def _shares_local_ray(item: pytest.Item) -> bool:
     """Whether a ``ray``-marked test can run in one child with others: it uses the session's local
-    Ray instance, not a cluster of its own (Ray keeps the first token it reads in a process)."""
-    return "ray_cluster" not in getattr(item, "fixturenames", ())
+    Ray instance, not a cluster of its own (Ray keeps the first token it reads in a process) nor
+    an instance it starts and shuts down itself (``own_ray``: Flower's Simulation Engine)."""
+    names = getattr(item, "fixturenames", ())
+    return "ray_cluster" not in names and "own_ray" not in names
 
 
 def _run_ray_child(config: pytest.Config, nodeids: list[str]) -> dict[str, dict[str, str]]:
@@ -270,6 +272,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     elif report.when == "call":
         outcomes[report.nodeid] = {"outcome": "passed", "detail": ""}
     path.write_text(json.dumps(outcomes))
+
+
+@pytest.fixture(scope="session")
+def own_ray() -> None:
+    """Marks a ``ray``-marked test that starts and shuts down a Ray instance of its own (Flower's
+    Simulation Engine calls ``ray.shutdown()`` when a run ends): it runs in a child of its own."""
+    return None
 
 
 @pytest.fixture(scope="session")

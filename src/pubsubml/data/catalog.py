@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pubsubml.data.dataset import Dataset, UnknownDatasetError
+from pubsubml.data.heart_disease import load_heart_disease
 from pubsubml.data.synthetic import hyperplane, load_mnist1d
 from pubsubml.data.tabular import (
     SKLEARN_NAMES,
@@ -29,6 +30,7 @@ LOADERS: Mapping[str, Callable[..., Dataset]] = MappingProxyType(
     {
         "diamonds": load_diamonds,
         "flchain": load_flchain,
+        "heart-disease": load_heart_disease,
         "hi": load_hi,
         "hyperplane": _load_hyperplane,
         "mnist1d": load_mnist1d,
@@ -42,7 +44,8 @@ def load(name: str, **kwargs: Any) -> Dataset:
     """Load a data set by name (see :data:`LOADERS`), passing ``kwargs`` to its loader.
 
     ``"hyperplane"`` takes :func:`hyperplane`'s arguments (``n_rows`` default 1000, ``seed`` default
-    0); ``"mnist1d"`` takes ``n`` and ``seed``; the others take none.
+    0); ``"mnist1d"`` takes ``n`` and ``seed``; ``"heart-disease"`` takes ``hospital`` (default
+    ``None``, the four hospitals pooled); the others take none.
 
     Raises
     ------

@@ -39,7 +39,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pubsubml.errors import DataValidationError, PubsubmlError
 from pubsubml.methods.async_dp.learner import AsyncDPLearner
@@ -192,12 +192,13 @@ def _error(status_code: int, detail: str) -> JSONResponse:
     return JSONResponse({"status": "error", "detail": detail}, status_code=status_code)
 
 
-class _DeclaredLengthLimit:
-    """Answer 413 in JSON, before reading it, to a request whose Content-Length is over the limit.
+class _BodyLimit:
+    """Answer 413 in JSON to a request whose body is over ``max_body_size`` bytes, before the app
+    sees any of it.
 
-    FastAPI's own ``max_body_size`` (set on the router) answers such a request in plain text; it
-    still bounds a chunked body, whose bytes it counts as they arrive (then in JSON, through the
-    error handlers).
+    A declared ``Content-Length`` over the limit is refused before a byte is read; a chunked body
+    is read into memory as it arrives (at most the limit plus one chunk) and refused as soon as
+    its bytes pass the limit; a body within the limit is handed to the app as one message.
     """
 
     def __init__(self, app: ASGIApp, max_body_size: int) -> None:
@@ -205,13 +206,38 @@ class _DeclaredLengthLimit:
         self.max_body_size = max_body_size
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            declared = Headers(scope=scope).get("content-length", "")
-            if declared.isdigit() and int(declared) > self.max_body_size:
-                detail = f"body of {declared} bytes is over {self.max_body_size}"
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_size:
+            detail = f"body of {declared} bytes is over {self.max_body_size}"
+            await _error(413, detail)(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_size:
+                detail = f"Content Too Large: body is over {self.max_body_size} bytes"
                 await _error(413, detail)(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body, sent = b"".join(chunks), False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 def _describe(exc: RequestValidationError) -> str:
@@ -253,7 +279,7 @@ def create_learner_app(state: LearnerState) -> FastAPI:
         No OpenAPI or docs routes: the learner answers its four messages and nothing else.
     """
     app = FastAPI(title="async-dp learner", openapi_url=None, docs_url=None, redoc_url=None)
-    routes = APIRouter(max_body_size=MAX_BODY_BYTES)
+    routes = APIRouter()
 
     @routes.post(RegisterMessage.path)
     async def register(message: RegisterMessage) -> dict[str, Any]:
@@ -276,7 +302,7 @@ def create_learner_app(state: LearnerState) -> FastAPI:
         return state.refuse(message.owner, message.ticket)
 
     app.include_router(routes)
-    app.add_middleware(_DeclaredLengthLimit, max_body_size=MAX_BODY_BYTES)
+    app.add_middleware(_BodyLimit, max_body_size=MAX_BODY_BYTES)
     _add_error_handlers(app, state)
     return app
 

@@ -15,8 +15,8 @@ epochs of Poisson-sampled steps (:func:`~pubsubml.privacy.dpsgd.train_dp_stacked
 from the secure source (:class:`~pubsubml.privacy.noise.SecureNoise`) unless the config gives a
 ``noise_seed`` (simulations only); FedProx's ``proximal-mu`` adds μ(w − w_global) to every
 step's gradient after the noise (data-independent, no privacy cost).  The reply carries the new
-parameters and a ``MetricRecord`` with ``num-examples``, ``epsilon`` (composed, at the site's δ)
-and ``rounds``.
+parameters and a ``MetricRecord`` with ``num-examples``, ``epsilon`` (composed, at the site's δ),
+``rounds`` and ``unit-weight`` (1: the weight of every site under client-level DP).
 
 At the end of a run the server's ``query.pubsubml_privacy`` message asks every site for its DP
 events (for the global model's card); a site given ``publish`` also publishes its last local
@@ -347,7 +347,12 @@ def dp_client_app(
             compute_epsilon(events, config.delta, backend=config.accountant) if events else 0.0
         )
         metrics = MetricRecord(
-            {"num-examples": len(data.X), "epsilon": float(epsilon), "rounds": rounds + 1}
+            {
+                "num-examples": len(data.X),
+                "unit-weight": 1,  # client-level DP averages the sites with equal weights
+                "epsilon": float(epsilon),
+                "rounds": rounds + 1,
+            }
         )
         return Message(
             RecordDict({"arrays": params_to_record(params), "metrics": metrics}), reply_to=msg

@@ -131,8 +131,14 @@ def _strategy(
     common: dict[str, Any] = {
         "fraction_train": client_fraction,
         "fraction_evaluate": 0.0,
-        "min_train_nodes": 1,
+        # Flower samples int(connected · fraction) sites but at least min_train_nodes, counted
+        # before it waits for min_available_nodes: a first round that starts before every site
+        # has connected would take fewer sites without this floor.
+        "min_train_nodes": max(1, int(n_clients * client_fraction)),
         "min_available_nodes": n_clients,
+        # Client-level DP bounds each site's influence, so sites weigh the same (Flower's
+        # accountant requires it); record-level DP keeps FedAvg's n_k / Σ n_k.
+        "weighted_by_key": "num-examples" if central is None else "unit-weight",
     }
     if name == "fedavg":
         inner: Any = flower_strategy.FedAvg(**common)

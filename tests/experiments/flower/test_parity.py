@@ -49,3 +49,25 @@ def test_the_smoke_run_writes_the_table_and_report(tmp_path: Path) -> None:
     text = (tmp_path / "flower-parity.md").read_text()
     assert {p.name for p in paths} >= {"flower-parity.md", "flower-parity.csv"}
     assert "accuracy (ours)" in text
+
+
+def test_the_package_and_its_commands_import_without_flower() -> None:
+    """``pubsubml[flower]`` is optional: with flwr unimportable, the package, the catalog (this
+    bench included) and the command line still load."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+class NoFlower:
+    def find_spec(self, name, path=None, target=None):
+        if name == "flwr" or name.startswith("flwr."):
+            raise ImportError("flwr is not installed")
+sys.meta_path.insert(0, NoFlower())
+import pubsubml, pubsubml.methods, pubsubml.experiments.catalog
+from pubsubml.cli import app
+print(sorted(m for m in sys.modules if m.startswith("flwr")))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -91,3 +91,40 @@ def _clear_site(config: DPClientConfig, step: DPEvent) -> FlowerRun:
                    noise="secure")
     )  # fmt: skip
     return run
+
+
+def test_our_fedadam_with_flowers_step_is_flowers_fedadam() -> None:
+    """``FedAdam(bias_correction=True)`` takes Flower's server steps, round after round."""
+    import numpy as np
+    import torch
+    from flwr.app import ArrayRecord, MetricRecord, RecordDict
+
+    from methods.flower.conftest import message
+    from pubsubml.methods.federated.strategies import FedAdam
+
+    rng = np.random.default_rng(0)
+    current = [rng.normal(size=(3, 2)).astype(np.float32), rng.normal(size=2).astype(np.float32)]
+    flower = flower_strategy.FedAdam(eta=0.05, beta_1=0.9, beta_2=0.99, tau=1e-3)
+    ours = FedAdam(server_lr=0.05, beta1=0.9, beta2=0.99, tau=1e-3, bias_correction=True)
+    ours.start([torch.from_numpy(p.copy()) for p in current])
+    weights = np.array([30.0, 10.0])
+    for server_round in (1, 2, 3):
+        clients = [[p + rng.normal(scale=0.1, size=p.shape).astype(np.float32) for p in current]
+                   for _ in weights]  # fmt: skip
+        sent = ArrayRecord([p.copy() for p in current])  # what configure_train keeps
+        flower.current_arrays = {k: a.numpy() for k, a in sent.items()}
+        replies = [
+            message("train", RecordDict({"arrays": ArrayRecord(c),
+                                         "metrics": MetricRecord({"num-examples": int(w)})}))
+            for c, w in zip(clients, weights, strict=True)
+        ]  # fmt: skip
+        expected, _ = flower.aggregate_train(server_round, replies)
+        stacked = [torch.from_numpy(np.stack([c[i] for c in clients])) for i in range(2)]
+        got = ours.aggregate(
+            [torch.from_numpy(p) for p in current],
+            stacked,
+            torch.from_numpy(weights / weights.sum()).float(),
+        )
+        for g, e in zip(got, expected.to_numpy_ndarrays(), strict=True):
+            np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-6)
+        current = [g.numpy() for g in got]

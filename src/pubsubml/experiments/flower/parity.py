@@ -121,7 +121,9 @@ def _accuracy(model: Any, fed: Federation) -> float:
     return float(np.mean(model.predict(X) == y))
 
 
-def _ours(fed: Federation, strategy: str, rounds: int, seed: int) -> Record:
+def _ours(
+    fed: Federation, strategy: str, rounds: int, seed: int, *, flower_step: bool = False
+) -> Record:
     from pubsubml.methods.federated import DPFedAdam, DPFedAvg, DPFedProx
 
     common: dict[str, Any] = {
@@ -144,7 +146,12 @@ def _ours(fed: Federation, strategy: str, rounds: int, seed: int) -> Record:
     elif strategy == "fedprox":
         model = DPFedProx(**common, target_epsilon=SETUP["epsilon"], mu=SETUP["proximal_mu"])
     elif strategy == "fedadam":
-        model = DPFedAdam(**common, target_epsilon=SETUP["epsilon"], server_lr=SETUP["server_lr"])
+        model = DPFedAdam(
+            **common,
+            target_epsilon=SETUP["epsilon"],
+            server_lr=SETUP["server_lr"],
+            bias_correction=flower_step,
+        )
     else:
         model = DPFedAvg(**common, target_epsilon=SETUP["epsilon"])
     start = time.perf_counter()
@@ -223,6 +230,42 @@ def _flower(fed: Federation, strategy: str, rounds: int, seed: int) -> Record:
     }
 
 
+def _floor(fed: Federation, rounds: int) -> Record:
+    """Flower's round time with sites that train nothing (they send the weights back): the cost
+    of the messages, the SuperLink and the Ray actors alone."""
+    from flwr.app import Error, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    from pubsubml.methods.flower import DPClientConfig, dp_server_app, run_local_simulation
+
+    app = ClientApp()
+
+    @app.train()
+    def train(msg: Message, context: Any) -> Message:
+        metrics = MetricRecord({"num-examples": 1, "unit-weight": 1, "epsilon": 0.0, "rounds": 1})
+        return Message(
+            RecordDict({"arrays": msg.content["arrays"], "metrics": metrics}), reply_to=msg
+        )
+
+    @app.query("pubsubml_privacy")
+    def privacy(msg: Message, context: Any) -> Message:  # nothing private ran: nothing to report
+        return Message(Error(code=0, reason="no DP events: the site trains nothing"), reply_to=msg)
+
+    config = DPClientConfig(
+        schema=fed.schema, classes=[0, 1], hidden_layer_sizes=SETUP["hidden_layer_sizes"], dp=False
+    )
+    server, run = dp_server_app(config, n_clients=len(fed.sites), rounds=rounds)
+    run_local_simulation(server, app, len(fed.sites))
+    return {
+        "accuracy": np.nan,
+        "epsilon_max": np.nan,
+        "epsilon_pld": np.nan,
+        "epsilon_flower": np.nan,
+        "round_seconds": float(np.mean(run.round_seconds)),
+        "start_seconds": np.nan,
+    }
+
+
 def parity_table(options: RunOptions) -> pd.DataFrame:
     """Every (federation, method, path, seed) run: accuracy, ε, seconds per round."""
     p = options.params
@@ -233,11 +276,18 @@ def parity_table(options: RunOptions) -> pd.DataFrame:
     rows = []
     for name in feds:
         fed = federation(name)
+        if p["flower"]:
+            floor = _floor(fed, rounds)
+            rows.append({"federation": name, "method": "no-op sites", "path": "flower", "seed": 0,
+                         "rounds": rounds, "sites": len(fed.sites), **floor})  # fmt: skip
         for method in methods:
             for seed in range(options.seeds):
-                for path in paths:
-                    run = _ours if path == "ours" else _flower
-                    record = run(fed, method, rounds, seed)
+                extra = ["ours, Flower's step"] if method == "fedadam" else []
+                for path in [*paths, *extra]:
+                    if path == "flower":
+                        record = _flower(fed, method, rounds, seed)
+                    else:
+                        record = _ours(fed, method, rounds, seed, flower_step=path != "ours")
                     rows.append(
                         {"federation": name, "method": method, "path": path, "seed": seed,
                          "rounds": rounds, "sites": len(fed.sites), **record}
@@ -253,33 +303,44 @@ def _mean_se(values: pd.Series) -> tuple[float, float]:
 def _summary(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (fed, method), sub in table.groupby(["federation", "method"], sort=False):
-        row: dict[str, Any] = {"federation": fed, "method": method}
         stats = {
             str(path): _mean_se(group["accuracy"])
             for path, group in sub.groupby("path", sort=False)
         }
-        for path, (mean, se) in stats.items():
-            row[f"accuracy ({path})"] = f"{mean:.3f} ± {se:.3f}"
-        if {"ours", "flower"} <= set(stats):
-            (m0, s0), (m1, s1) = stats["ours"], stats["flower"]
-            se = float(np.hypot(s0, s1))
-            row["|Δ| / SE"] = round(abs(m0 - m1) / se, 2) if se > 0 else np.nan
+        secs = {str(k): float(v) for k, v in sub.groupby("path")["round_seconds"].mean().items()}
         eps = {str(k): float(v) for k, v in sub.groupby("path")["epsilon_max"].max().items()}
         flower_eps = float(sub.loc[sub["path"] == "flower", "epsilon_flower"].max())
-        if method == "central":
+        if method == "no-op sites":
+            epsilon = ""
+        elif method == "central":
             pld = float(sub["epsilon_pld"].max())
-            row["ε"] = (
+            epsilon = (
                 f"ours RDP {eps.get('ours', np.nan):.6g} (PLD {pld:.4g}), Flower RDP "
                 f"{flower_eps:.6g}"
             )
         else:
-            row["ε"] = " / ".join(f"{k} {v:.4f}" for k, v in eps.items())
-        secs = {str(k): float(v) for k, v in sub.groupby("path")["round_seconds"].mean().items()}
-        row["s / round (ours)"] = round(secs.get("ours", np.nan), 4)
-        if "flower" in secs:
-            row["s / round (Flower)"] = round(secs["flower"], 3)
-            row["ratio"] = round(secs["flower"] / secs["ours"], 1)
-        rows.append(row)
+            epsilon = f"ours {eps.get('ours', np.nan):.6g}, Flower {eps.get('flower', np.nan):.6g}"
+        for path in [p for p in stats if p != "flower"] or ["ours"]:
+            ours, flower = stats.get(path), stats.get("flower")
+            label = method if path == "ours" else f"{method} ({path})"
+            gap = np.nan
+            if ours is not None and flower is not None and np.hypot(ours[1], flower[1]) > 0:
+                gap = round(abs(ours[0] - flower[0]) / float(np.hypot(ours[1], flower[1])), 2)
+            rows.append(
+                {
+                    "federation": fed,
+                    "method": label,
+                    "accuracy (ours)": "" if ours is None else f"{ours[0]:.3f} ± {ours[1]:.3f}",
+                    "accuracy (Flower)": ""
+                    if flower is None or np.isnan(flower[0])
+                    else f"{flower[0]:.3f} ± {flower[1]:.3f}",
+                    "|Δ| / SE": gap,
+                    "ε (largest site)": epsilon,
+                    "s / round (ours)": round(secs.get(path, np.nan), 4),
+                    "s / round (Flower)": round(secs.get("flower", np.nan), 3),
+                    "ratio": round(secs.get("flower", np.nan) / secs.get(path, np.nan), 1),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -307,13 +368,16 @@ NOTES = """\
 fedprox and fedadam; client-level DP by the server (σ = 1, C = 1, no amplification) for central.
 Network: one hidden layer of 32 tanh units, Adam at 0.01, batch 50, one local epoch per round.
 Accuracy on the federation's test set, mean ± SE over the seeds; |Δ| / SE is the gap between the
-paths over the SE of the difference (parity: below 2).  ε: the largest site's composed ε on each
+paths over the SE of the difference (parity: below 2).  "fedadam (ours, Flower's step)" is our
+FedAdam with Flower's bias-corrected server step and v₀ = 0 (``bias_correction=True``), scored
+against the same Flower runs.  ε: the largest site's composed ε on each
 path (ours: its accountant over every round's events; Flower path: our client's accountant kept
 in ``context.state``); for central, ours with the RDP accountant and Flower's ``RdpAccountant``
 (and, for reference, our PLD accountant on the same releases, which is tighter).
 Seconds per round: our loop trains the sites together on the stacked engine in this process;
 Flower passes messages through its in-memory SuperLink to Ray actors, one per CPU.  Flower's Ray
-start (mean {start} s a run) is not counted in its rounds.
+start (mean {start} s a run) is not counted in its rounds.  "no-op sites" is one Flower run whose
+sites send the weights back without training: the round time of Flower's messaging alone.
 """
 
 
@@ -335,7 +399,7 @@ EXPERIMENTS = (
         grid=lambda o: [],
         run_fold=lambda seed, fold: [],
         report=report,
-        seeds=5,
+        seeds=10,
         smoke_seeds=1,
         folds=1,
         min_folds=1,

@@ -154,6 +154,8 @@ class DPFedAdam(FederatedMLP):
     server_lr, beta1, beta2, tau : float, default=1e-2, 0.9, 0.99, 1e-3
         The server's step size η, moment decays and adaptivity τ: see
         :class:`~pubsubml.methods.federated.strategies.FedAdam`.
+    bias_correction : bool, default=False
+        Flower's bias-corrected server step (v₀ = 0) instead of Reddi et al.'s Algorithm 2.
     **others
         As :class:`~pubsubml.methods.federated.rounds.FederatedMLP`.
 
@@ -179,6 +181,7 @@ class DPFedAdam(FederatedMLP):
     beta1: float = 0.9
     beta2: float = 0.99
     tau: float = 1e-3
+    bias_correction: bool = False
 
     def server_strategy(self) -> FedAdam:
         """FedAdam with these parameters; raises ValueError on ``server_lr`` ≤ 0, β outside
@@ -189,6 +192,7 @@ class DPFedAdam(FederatedMLP):
             beta1=self.beta1,
             beta2=self.beta2,
             tau=self.tau,
+            bias_correction=self.bias_correction,
         )
 
     def fit(self, clients: Sequence[Client]) -> Self:

@@ -117,6 +117,10 @@ class FedAdam(FedAvg):
     beta1, beta2 : float, default=0.9, 0.99
     tau : float, default=1e-3
         Adaptivity τ (also √v₀).
+    bias_correction : bool, default=False
+        Flower's variant (``flwr.serverapp.strategy.FedAdam``): v₀ = 0 and the step
+        η·√(1 − β₂^(t+1)) / (1 − β₁^(t+1)) at server round t = 1, 2, … (Kingma & Ba's bias
+        correction, with Flower's round count).  Off: Reddi et al.'s Algorithm 2 as written.
 
     Attributes
     ----------
@@ -135,6 +139,7 @@ class FedAdam(FedAvg):
     beta1: float = 0.9
     beta2: float = 0.99
     tau: float = 1e-3
+    bias_correction: bool = False
     m: list[Tensor] = field(default_factory=list, init=False)
     v: list[Tensor] = field(default_factory=list, init=False)
     steps: int = field(default=0, init=False)
@@ -153,9 +158,10 @@ class FedAdam(FedAvg):
             )
 
     def start(self, global_params: list[Tensor]) -> None:
-        """m = 0, v = τ², no step yet."""
+        """m = 0, v = τ² (0 with ``bias_correction``), no step yet."""
+        v0 = 0.0 if self.bias_correction else float(self.tau) ** 2
         self.m = [torch.zeros_like(p) for p in global_params]
-        self.v = [torch.full_like(p, float(self.tau) ** 2) for p in global_params]
+        self.v = [torch.full_like(p, v0) for p in global_params]
         self.steps = 0
 
     def aggregate(
@@ -163,6 +169,9 @@ class FedAdam(FedAvg):
     ) -> list[Tensor]:
         """One server Adam step on Δ = weighted average of the clients − global."""
         b1, b2, tau, lr = float(self.beta1), float(self.beta2), float(self.tau), self.server_lr
+        if self.bias_correction:
+            t = self.steps + 2  # Flower's server round + 1
+            lr = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
         out = []
         averages = weighted_mean(client_params, weights)
         for x, avg, m, v in zip(global_params, averages, self.m, self.v, strict=True):

@@ -39,7 +39,8 @@ def run_local_simulation(
     num_cpus : int, optional
         CPUs given to Ray (default: all of this machine's, at most ``n_clients``).
     verbose : bool, default=False
-        Keep Flower's INFO log (off: warnings only).
+        Keep Flower's INFO log (off: errors only; Flower warns that `run_simulation` is
+        deprecated in favour of `flwr run`, and that evaluation is skipped, on every run).
     """
     from flwr.simulation import run_simulation
 
@@ -48,7 +49,7 @@ def run_local_simulation(
     flower_log = logging.getLogger("flwr")
     level = flower_log.level
     if not verbose:
-        flower_log.setLevel(logging.WARNING)
+        flower_log.setLevel(logging.ERROR)
     try:
         run_simulation(
             server_app=server_app,

@@ -22,8 +22,8 @@ from pubsubml.experiments.async_dp import experiments as async_dp
 from pubsubml.experiments.audit import privacy_audit
 from pubsubml.experiments.base import Experiment
 from pubsubml.experiments.domain_experts import benches as domain_experts
-from pubsubml.experiments.heart_disease.experiment import HEART_DISEASE_EXPERIMENT
 from pubsubml.experiments.flower import parity as flower_parity
+from pubsubml.experiments.heart_disease.experiment import HEART_DISEASE_EXPERIMENT
 from pubsubml.experiments.proxyfl import benches as proxyfl
 from pubsubml.experiments.pubsub import scale as pubsub_scale
 from pubsubml.experiments.pubsub import tabular as pubsub_tabular
@@ -68,6 +68,7 @@ EXPERIMENTS: dict[str, Experiment] = register(
         *proxyfl.EXPERIMENTS,
         *domain_experts.EXPERIMENTS,
         *privacy_audit.EXPERIMENTS,
+        HEART_DISEASE_EXPERIMENT,
         *flower_parity.EXPERIMENTS,
     ]
 )

@@ -26,6 +26,7 @@ after its Ray instance has started (that start, about ten seconds, is reported a
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,10 @@ __all__ = [
     "check",
     "federation",
     "heart_frames",
+    "parity_fold",
     "parity_table",
     "report",
+    "settings",
 ]
 
 STRATEGIES = ("fedavg", "fedprox", "fedadam")
@@ -266,33 +269,57 @@ def _floor(fed: Federation, rounds: int) -> Record:
     }
 
 
-def parity_table(options: RunOptions) -> pd.DataFrame:
-    """Every (federation, method, path, seed) run: accuracy, ε, seconds per round."""
+def settings(options: RunOptions) -> list[dict[str, Any]]:
+    """One setting per (federation, method): the experiment's grid."""
     p = options.params
     feds = ["hyperplane"] if options.smoke else list(p["federations"].split(","))
     methods = ["fedavg"] if options.smoke else [*STRATEGIES, "central"]
     rounds = 2 if options.smoke else int(p["rounds"])
-    paths = ["ours", "flower"] if p["flower"] else ["ours"]
+    return [
+        {"federation": f, "method": m, "rounds": rounds, "flower": bool(p["flower"])}
+        for f in feds
+        for m in methods
+    ]
+
+
+def parity_fold(
+    seed: int, fold: int, *, federation: str, method: str, rounds: int, flower: bool
+) -> list[Record]:
+    """One seed of one setting on every path (ours; Flower's; for FedAdam, ours with Flower's
+    server step)."""
+    fed = _federation(federation)
+    paths = ["ours", "flower"] if flower else ["ours"]
+    extra = ["ours, Flower's step"] if method == "fedadam" else []
+    rows: list[Record] = []
+    for path in [*paths, *extra]:
+        if path == "flower":
+            record = _flower(fed, method, rounds, seed)
+        else:
+            record = _ours(fed, method, rounds, seed, flower_step=path != "ours")
+        rows.append({"path": path, "sites": len(fed.sites), **record})
+    return rows
+
+
+def parity_table(options: RunOptions) -> pd.DataFrame:
+    """Every (federation, method, path, seed) run: accuracy, ε, seconds per round, one run at a
+    time (Flower's runs each start Ray), and Flower's no-op round time per federation."""
     rows = []
-    for name in feds:
-        fed = federation(name)
-        if p["flower"]:
-            floor = _floor(fed, rounds)
-            rows.append({"federation": name, "method": "no-op sites", "path": "flower", "seed": 0,
-                         "rounds": rounds, "sites": len(fed.sites), **floor})  # fmt: skip
-        for method in methods:
-            for seed in range(options.seeds):
-                extra = ["ours, Flower's step"] if method == "fedadam" else []
-                for path in [*paths, *extra]:
-                    if path == "flower":
-                        record = _flower(fed, method, rounds, seed)
-                    else:
-                        record = _ours(fed, method, rounds, seed, flower_step=path != "ours")
-                    rows.append(
-                        {"federation": name, "method": method, "path": path, "seed": seed,
-                         "rounds": rounds, "sites": len(fed.sites), **record}
-                    )  # fmt: skip
+    floors: set[str] = set()
+    for setting in settings(options):
+        name = setting["federation"]
+        if setting["flower"] and name not in floors:
+            floors.add(name)
+            fed = _federation(name)
+            rows.append({"federation": name, "method": "no-op sites", "rounds": setting["rounds"],
+                         "flower": True, "seed": 0, "fold": 0, "path": "flower",
+                         "sites": len(fed.sites), **_floor(fed, setting["rounds"])})  # fmt: skip
+        for seed in range(options.seeds):
+            for record in parity_fold(seed, 0, **setting):
+                rows.append({**setting, "seed": seed, "fold": 0, **record})
     return pd.DataFrame(rows)
+
+
+_federation = functools.lru_cache(maxsize=4)(lambda name: federation(name))
 
 
 def _mean_se(values: pd.Series) -> tuple[float, float]:
@@ -396,8 +423,8 @@ EXPERIMENTS = (
     Experiment(
         "flower-parity",
         "Our DP FedAvg/FedProx/FedAdam loop against Flower 1.42's strategies with our DP client.",
-        grid=lambda o: [],
-        run_fold=lambda seed, fold: [],
+        grid=settings,
+        run_fold=parity_fold,
         report=report,
         seeds=10,
         smoke_seeds=1,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pubsubml.data.heart_disease import flamby_split, read_hospital
-from pubsubml.experiments.flower.parity import EXPERIMENTS, federation, heart_frames
+from pubsubml.experiments.flower.parity import EXPERIMENTS, federation
+from pubsubml.experiments.heart_disease.splits import flamby_frame as heart_frames
 
 
 def test_heart_frames_undo_flambys_one_hot_columns() -> None:

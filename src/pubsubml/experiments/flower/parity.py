@@ -38,6 +38,7 @@ from pubsubml.data.heart_disease import HEART_SCHEMA, flamby_split
 from pubsubml.data.partition import iid
 from pubsubml.data.synthetic import hyperplane
 from pubsubml.experiments.base import Experiment, Param, RunOptions
+from pubsubml.experiments.heart_disease.splits import flamby_frame
 from pubsubml.experiments.reports import markdown_table, write_results
 from pubsubml.experiments.runner import Record
 from pubsubml.privacy.accountant import compute_epsilon
@@ -49,7 +50,6 @@ __all__ = [
     "Federation",
     "check",
     "federation",
-    "heart_frames",
     "parity_fold",
     "parity_table",
     "report",
@@ -87,21 +87,6 @@ class Federation:
         self.name, self.sites, self.test, self.schema = name, sites, test, schema
 
 
-def heart_frames(X: np.ndarray, columns: tuple[str, ...]) -> pd.DataFrame:
-    """FLamby's 13 columns back to the schema's 10: ``cp`` and ``restecg`` from their one-hot
-    columns (the dropped first level where none is set)."""
-    frame = pd.DataFrame(X, columns=list(columns))
-    out = frame[[c for c in FLAMBY_COLUMNS if c in frame.columns]].copy()
-    for name, first in (("cp", 1), ("restecg", 0)):
-        dummies = [c for c in columns if c.startswith(f"{name}_")]
-        levels = np.array([int(c.split("_")[1]) for c in dummies])
-        onehot = frame[dummies].to_numpy()
-        out[name] = np.where(onehot.any(axis=1), levels[onehot.argmax(axis=1)], first)
-    for name in ("sex", "cp", "fbs", "restecg", "exang"):
-        out[name] = out[name].astype(np.int64)
-    return out[list(FLAMBY_COLUMNS)]
-
-
 def federation(name: str) -> Federation:
     """``"hyperplane"`` or ``"heart"`` (see the module notes)."""
     if name == "hyperplane":
@@ -112,8 +97,8 @@ def federation(name: str) -> Federation:
         return Federation(name, sites, test, data.schema)
     if name == "heart":
         splits = list(flamby_split().values())
-        sites = [(heart_frames(s.X_train, s.columns), s.y_train) for s in splits]
-        X_test = pd.concat([heart_frames(s.X_test, s.columns) for s in splits], ignore_index=True)
+        sites = [(flamby_frame(s.X_train, s.columns), s.y_train) for s in splits]
+        X_test = pd.concat([flamby_frame(s.X_test, s.columns) for s in splits], ignore_index=True)
         y_test = np.concatenate([s.y_test for s in splits])
         return Federation(name, sites, (X_test, y_test), HEART_SCHEMA.subset(FLAMBY_COLUMNS))
     raise ValueError(f"unknown federation {name!r}; known: {', '.join(FEDERATIONS)}")

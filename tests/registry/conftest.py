@@ -553,12 +553,14 @@ def thread_server(settings: RegistrySettings) -> Iterator[str]:
 
 def spawn_server(
     url: str,
-    store: Path,
+    store: Path | str,
     port: int,
     *,
     extra_env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m pubsubml.cli.registry serve`` as a subprocess on 127.0.0.1:port."""
+    """Start ``python -m pubsubml.cli.registry serve`` as a subprocess on 127.0.0.1:port
+    (``store``: a folder, or ``"database"``), in the current folder unless ``cwd``."""
     env = {**os.environ, "PUBSUBML_ADMIN_TOKEN": ADMIN_TOKEN, **(extra_env or {})}
     cmd = [
         sys.executable,
@@ -574,18 +576,24 @@ def spawn_server(
         "--log-level",
         "warning",
     ]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd)
 
 
-def keys_and_files(db_url: str, store: Path) -> tuple[set[str], set[str]]:
-    """Storage keys of the committed models, and names of the files in the store's objects."""
+def keys_and_files(db_url: str, store: Path | str) -> tuple[set[str], set[str]]:
+    """Storage keys of the committed models, and the keys of the stored artifacts: names of the
+    files in the store's objects, or with ``store="database"`` the database's artifact rows."""
     db = Database(db_url)
     try:
         with db.engine.connect() as conn:
             keys = {r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM models")}
+            stored = {
+                r[0] for r in conn.exec_driver_sql("SELECT storage_key FROM artifact_objects")
+            }
     finally:
         db.dispose()
-    return keys, {p.name for p in (store / "objects").glob("*/*")}
+    if store == "database":
+        return keys, stored
+    return keys, {p.name for p in (Path(store) / "objects").glob("*/*")}
 
 
 def card_dict(artifact: Artifact) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """A registry server whose publish transactions hang just before COMMIT (crash tests).
 
-Run as ``python hanging_server.py DB_URL STORE_DIR PORT MARKER``.  Built with ``create_app`` and
+Run as ``python hanging_server.py DB_URL STORE PORT MARKER`` (STORE: a folder, or ``database``).  Built with ``create_app`` and
 ``dependency_overrides`` (no patching): the overriding database writes ``MARKER`` and sleeps when a
 write transaction is about to commit a new model, so the test can SIGKILL the process there.
 """
@@ -33,8 +33,8 @@ class HangingDatabase(Database):
         self.marker = marker
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        with super().write() as session:
+    def write(self, *, durable: bool = True) -> Iterator[Session]:
+        with super().write(durable=durable) as session:
             before = session.execute(select(func.count()).select_from(ModelRow)).scalar_one()
             yield session
             session.flush()
@@ -45,9 +45,13 @@ class HangingDatabase(Database):
 
 
 def main() -> None:
-    url, store, port, marker = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    url, store, port, marker = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    in_database = store == "database"
     settings = RegistrySettings(
-        database_url=url, store_dir=store, admin_token=os.environ["PUBSUBML_ADMIN_TOKEN"]
+        database_url=url,
+        store_dir=Path(marker).parent / "unused-store" if in_database else Path(store),
+        artifact_store="database" if in_database else "files",
+        admin_token=os.environ["PUBSUBML_ADMIN_TOKEN"],
     )
     db = HangingDatabase(url, marker)
     app = create_app(settings, database=db)

@@ -1,5 +1,5 @@
-"""The server killed with SIGKILL during a publish (subprocesses; every backend): after a restart
-no partial model is visible, and the database and the artifact store agree."""
+"""The server killed with SIGKILL during a publish (subprocesses; every backend, both artifact
+stores): after a restart no partial model is visible, and the database and the store agree."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pubsubml.registry.client import RegistryClient
 
 HANGING = Path(__file__).with_name("hanging_server.py")
 
 
 def _start_hanging(
-    support: Any, url: str, store: Path, port: int, marker: Path
+    support: Any, url: str, store: Path | str, port: int, marker: Path
 ) -> subprocess.Popen[bytes]:
     env_cmd = [sys.executable, str(HANGING), url, str(store), str(port), str(marker)]
     import os
@@ -34,10 +36,11 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
+@pytest.mark.parametrize("kind", ["files", "database"])
 def test_sigkill_during_upload_and_before_commit(
-    backend: Any, tmp_path: Path, support: Any, artifacts: Any
+    backend: Any, tmp_path: Path, support: Any, artifacts: Any, kind: str
 ) -> None:
-    store = tmp_path / "store"
+    store: Path | str = tmp_path / "store" if kind == "files" else "database"
     port = support.free_port()
     base = f"http://127.0.0.1:{port}"
     marker = tmp_path / "marker"
@@ -75,7 +78,7 @@ def test_sigkill_during_upload_and_before_commit(
             time.sleep(0.05)
         assert marker.exists(), f"the publish never reached its commit: {outcome}"
         keys, files = support.keys_and_files(backend.url, store)
-        assert keys == set() and len(files) == 1  # written and renamed, but not committed
+        assert keys == set() and len(files) == 1  # written (and renamed), but not committed
         _kill(proc)
         upload.close()
         publisher.join(10)
@@ -90,7 +93,10 @@ def test_sigkill_during_upload_and_before_commit(
         assert site.publish(art.card, art.weights) == art.card.model_id
         keys, files = support.keys_and_files(backend.url, store)
         assert keys == files and len(keys) == 1
-        assert not list((store / "tmp").iterdir())
+        if kind == "files":
+            assert not list((tmp_path / "store" / "tmp").iterdir())
+        else:
+            assert not (tmp_path / "store").exists()
     finally:
         proc.kill()
         proc.wait(10)

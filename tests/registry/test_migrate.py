@@ -19,7 +19,7 @@ from pubsubml.registry.migrate import (
     upgrade,
 )
 
-REVISIONS = ["0001", "0002", "0003", "0004", "0005"]
+REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006"]
 
 
 @pytest.fixture
@@ -35,15 +35,19 @@ def test_the_shipped_scripts_end_at_the_head() -> None:
 
 
 def test_upgrades_step_by_step_and_refuses_to_serve_until_the_head(db: Database) -> None:
+    tables: dict[str, list[str]] = {}
     for revision in REVISIONS[:-1]:
         assert upgrade(db, revision) == revision == current_revision(db)
+        tables[revision] = inspect(db.engine).get_table_names()
         with pytest.raises(SchemaVersionError, match=f"at schema revision '{revision}'") as info:
             check_schema(db)
         assert f"needs '{head_revision()}'" in str(info.value)
         assert "pubsubml registry migrate --db sqlite:///" in str(info.value)
-    assert "pending_uploads" in inspect(db.engine).get_table_names()  # 0004 made it
+    assert "pending_uploads" in tables["0004"]  # 0004 made it
+    assert "pending_uploads" not in tables["0005"]  # 0005 dropped it
+    assert "artifact_objects" not in tables["0005"]
     assert upgrade(db) == head_revision() == check_schema(db)
-    assert "pending_uploads" not in inspect(db.engine).get_table_names()  # 0005 dropped it
+    assert {"artifact_objects", "artifact_chunks"} <= set(inspect(db.engine).get_table_names())
     assert upgrade(db) == head_revision()  # at the head: nothing to do
 
 

@@ -1,7 +1,7 @@
-"""Two registry replicas (subprocesses) on one PostgreSQL schema and one artifact store, under
-publish load on both, while one is killed (SIGKILL) and restarted again and again: every model
-either replica acknowledged stays listed and downloadable with its digest, and the database and
-the store agree at the end."""
+"""Two registry replicas (subprocesses) on one PostgreSQL schema and one artifact store (a shared
+folder, or the database itself with no shared folder), under publish load on both, while one is
+killed (SIGKILL) and restarted again and again: every model either replica acknowledged stays
+listed and downloadable with its digest, and the database and the store agree at the end."""
 
 from __future__ import annotations
 
@@ -46,13 +46,22 @@ def _publish_until(
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("kind", ["files", "database"])
 def test_rolling_restarts_lose_no_acknowledged_model(
-    backend: Any, tmp_path: Path, support: Any, artifacts: Any
+    backend: Any, tmp_path: Path, support: Any, artifacts: Any, kind: str
 ) -> None:
-    store = tmp_path / "store"
+    """With ``kind="database"`` the replicas run in folders of their own (two hosts that share
+    only the database) and keep the weights in it."""
+    store: Path | str = tmp_path / "store" if kind == "files" else "database"
+    hosts = [tmp_path / "host-0", tmp_path / "host-1"]
+    for host in hosts:
+        host.mkdir()
     ports = [support.free_port(), support.free_port()]
     bases = [f"http://127.0.0.1:{p}" for p in ports]
-    procs = [support.spawn_server(backend.url, store, p) for p in ports]
+    procs = [
+        support.spawn_server(backend.url, store, p, cwd=host)
+        for p, host in zip(ports, hosts, strict=True)
+    ]
     try:
         for base, proc in zip(bases, procs, strict=True):
             support.wait_healthy(base, proc=proc)
@@ -89,7 +98,7 @@ def test_rolling_restarts_lose_no_acknowledged_model(
             serve_a_while()
             procs[1].send_signal(signal.SIGKILL)
             procs[1].wait(10)
-            procs[1] = support.spawn_server(backend.url, store, ports[1])
+            procs[1] = support.spawn_server(backend.url, store, ports[1], cwd=hosts[1])
             support.wait_healthy(bases[1], proc=procs[1])
         serve_a_while()
         stop.set()
@@ -116,6 +125,8 @@ def test_rolling_restarts_lose_no_acknowledged_model(
                 reader.close()
         keys, files = support.keys_and_files(backend.url, store)
         assert keys <= files  # no committed row without its file (crash leftovers may remain)
+        if kind == "database":  # nothing was written on either host
+            assert [list(host.iterdir()) for host in hosts] == [[], []]
     finally:
         for proc in procs:
             proc.kill()

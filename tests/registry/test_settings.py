@@ -204,3 +204,24 @@ def test_from_env_reads_the_process_environment(
 
     assert s.validation_workers == 5 and s.store_dir == tmp_path / "artifacts"
     assert s.admin_token.get_secret_value() == STRONG
+
+
+def test_the_database_store_is_chosen_by_name(tmp_path: Path) -> None:
+    s = RegistrySettings.from_env(
+        {
+            "PUBSUBML_REGISTRY_STORE": "database",
+            "PUBSUBML_REGISTRY_DB": f"sqlite:///{tmp_path}/r.db",
+        },
+        admin_token=STRONG,
+    )
+    assert s.artifact_store == "database"
+    assert s.lock_dir == tmp_path  # the upload lock's files lie beside the database file
+    folder = RegistrySettings.from_env(
+        {"PUBSUBML_REGISTRY_STORE": "./database"}, admin_token=STRONG
+    )
+    assert folder.artifact_store == "files" and folder.store_dir == Path("database")
+    assert folder.lock_dir == folder.store_dir
+    pg = _settings(tmp_path, database_url="postgresql+psycopg://u@h/db", artifact_store="database")
+    assert pg.lock_dir is None  # advisory locks: no folder at all
+    with pytest.raises(ValidationError, match="artifact_store"):
+        _settings(tmp_path, artifact_store="s3")

@@ -40,6 +40,7 @@ from pubsubml.registry.api.routes import (
 )
 from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.database import Database
+from pubsubml.registry.database_store import DatabaseArtifactStore
 from pubsubml.registry.migrate import check_schema
 from pubsubml.registry.schemas import ErrorBody
 from pubsubml.registry.services.feed import FeedNotifier, LoopFeedReader
@@ -48,7 +49,7 @@ from pubsubml.registry.services.maintenance import collect_orphans
 from pubsubml.registry.services.nats_wakeups import NatsWakeups, feed_subject
 from pubsubml.registry.services.wakeups import PostgresWakeups
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.store import ArtifactStorage, ArtifactStore
 from pubsubml.registry.ui import create_dashboard
 from pubsubml.registry.upload_lock import UploadLock
 
@@ -121,8 +122,12 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         database is unmigrated or newer than this code.
     """
     db = database if database is not None else Database(settings.database_url)
-    store = ArtifactStore(settings.store_dir)
-    upload_lock = UploadLock(db, settings.store_dir, timeout=settings.publish_wait_seconds)
+    store: ArtifactStorage
+    if settings.artifact_store == "database":
+        store = DatabaseArtifactStore(db, max_bytes=settings.max_upload_bytes)
+    else:
+        store = ArtifactStore(settings.store_dir, max_bytes=settings.max_upload_bytes)
+    upload_lock = UploadLock(db, settings.lock_dir, timeout=settings.publish_wait_seconds)
     state = RegistryState(
         settings=settings,
         database=db,

@@ -25,6 +25,7 @@ from pubsubml.registry.tables import FeedClockRow
 __all__ = ["Database", "lock_feed_clock", "store_feed_clock"]
 
 _WRITE_OPTION = "pubsubml_write"
+_RELAXED_OPTION = "pubsubml_relaxed"
 T = TypeVar("T")
 
 
@@ -42,7 +43,14 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        options = conn.get_execution_options()
+        write = options.get(_WRITE_OPTION, False)
+        if write:  # the safety level can only change outside a transaction
+            level = "NORMAL" if options.get(_RELAXED_OPTION, False) else "FULL"
+            info = conn.connection.info
+            if info.get(_RELAXED_OPTION, "FULL") != level:
+                conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+                info[_RELAXED_OPTION] = level
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
@@ -95,6 +103,10 @@ class Database:
         self._write = sessionmaker(
             self.engine.execution_options(**{_WRITE_OPTION: True}), expire_on_commit=False
         )
+        self._write_relaxed = sessionmaker(
+            self.engine.execution_options(**{_WRITE_OPTION: True, _RELAXED_OPTION: True}),
+            expire_on_commit=False,
+        )
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -133,9 +145,25 @@ class Database:
             return read(session)
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
-        """A write transaction: committed when the block ends normally, rolled back on error."""
-        with self._write() as session, session.begin():
+    def write(self, *, durable: bool = True) -> Iterator[Session]:
+        """A write transaction: committed when the block ends normally, rolled back on error.
+
+        Parameters
+        ----------
+        durable : bool, default=True
+            False commits without waiting for the log to reach the disk (SQLite
+            ``synchronous=NORMAL`` in WAL mode, PostgreSQL ``synchronous_commit = off``), for
+            rows that only matter once a later durable transaction refers to them: both
+            databases write one sequential log, so a durable commit makes every commit before
+            it durable too.  A crash may lose such a transaction, never reorder it.
+        """
+        if durable:
+            with self._write() as session, session.begin():
+                yield session
+            return
+        with self._write_relaxed() as session, session.begin():
+            if self.dialect == "postgresql":
+                session.execute(text("SET LOCAL synchronous_commit TO OFF"))
             yield session
 
     def check_search_path(self) -> None:

@@ -36,7 +36,7 @@ def head_revision() -> str:
     Examples
     --------
     >>> head_revision()
-    '0005'
+    '0006'
     """
     head = ScriptDirectory.from_config(_config()).get_current_head()
     assert head is not None

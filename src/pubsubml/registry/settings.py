@@ -13,15 +13,18 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from pubsubml.registry.services.nats_wakeups import check_nats_url
 
-__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "RegistrySettings"]
+__all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "STORE_IN_DATABASE", "RegistrySettings"]
 
 DEFAULT_MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+#: The ``--store`` / ``PUBSUBML_REGISTRY_STORE`` value that keeps artifacts in the database (a
+#: folder of that name is written ``./database``).
+STORE_IN_DATABASE = "database"
 
 # Values that show up in tutorials and example files: never acceptable as a real admin secret.
 _WEAK_SECRETS = frozenset(
@@ -61,7 +64,12 @@ class RegistrySettings(BaseModel):
         SQLAlchemy URL: ``sqlite:///path/registry.db`` (embedded default) or
         ``postgresql+psycopg://user@host/db``.
     store_dir : Path
-        Folder of the artifact store (published weights).
+        Folder of the artifact store (published weights) when ``artifact_store`` is
+        ``"files"``.
+    artifact_store : {"files", "database"}, default="files"
+        Where published weights are kept: files under ``store_dir``, or chunked rows of the
+        registry database (:mod:`~pubsubml.registry.database_store`), so that replicas on
+        different machines share only the database.
     admin_token : SecretStr
         The consortium administrator's bearer token.  Outside ``dev`` mode it must be at least 16
         characters and not a well-known default.
@@ -137,6 +145,7 @@ class RegistrySettings(BaseModel):
 
     database_url: str = Field(min_length=1)
     store_dir: Path
+    artifact_store: Literal["files", "database"] = "files"
     admin_token: SecretStr = SecretStr("")
     dev: bool = False
     allow_seeded_noise: bool = False
@@ -219,12 +228,27 @@ class RegistrySettings(BaseModel):
         """True for the embedded SQLite backend."""
         return self.database_url.startswith("sqlite")
 
+    @property
+    def lock_dir(self) -> Path | None:
+        """Folder of the upload lock's files on SQLite: the store's, or with the database store
+        the database file's (replicas of a SQLite registry share its host); None on
+        PostgreSQL, whose advisory locks need no folder."""
+        if self.artifact_store == "files":
+            return self.store_dir
+        if not self.is_sqlite:
+            return None
+        path = self.database_url.removeprefix("sqlite:///")
+        if path in ("", self.database_url, ":memory:") or path.startswith("file:"):
+            return self.store_dir
+        return Path(path).resolve().parent
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RegistrySettings:
         """Settings from ``PUBSUBML_*`` environment variables, then ``overrides``.
 
         ``PUBSUBML_REGISTRY_DATA`` (default ``./registry-data``) holds the default SQLite file and
-        artifact folder; ``PUBSUBML_REGISTRY_DB``, ``PUBSUBML_REGISTRY_STORE``,
+        artifact folder; ``PUBSUBML_REGISTRY_DB``, ``PUBSUBML_REGISTRY_STORE`` (a folder, or
+        ``database`` for the database store),
         ``PUBSUBML_ADMIN_TOKEN``, ``PUBSUBML_REGISTRY_DEV`` (``1``/``true``),
         ``PUBSUBML_ALLOW_SEEDED_NOISE`` (``1``/``true``) and, for the limits,
         ``PUBSUBML_`` + the setting's name in capitals (``PUBSUBML_MAX_UPLOAD_BYTES``,
@@ -243,12 +267,17 @@ class RegistrySettings(BaseModel):
         values: dict[str, Any] = {
             "database_url": env.get("PUBSUBML_REGISTRY_DB")
             or f"sqlite:///{data_dir / 'registry.db'}",
-            "store_dir": env.get("PUBSUBML_REGISTRY_STORE") or data_dir / "artifacts",
+            "store_dir": data_dir / "artifacts",
             "admin_token": SecretStr(env.get("PUBSUBML_ADMIN_TOKEN", "")),
             "dev": env.get("PUBSUBML_REGISTRY_DEV", "").lower() in _TRUE,
             "allow_seeded_noise": env.get("PUBSUBML_ALLOW_SEEDED_NOISE", "").lower() in _TRUE,
             "ui_cookie_secure": env.get("PUBSUBML_UI_COOKIE_SECURE", "").lower() in _TRUE,
         }
+        store = env.get("PUBSUBML_REGISTRY_STORE")
+        if store == STORE_IN_DATABASE:
+            values["artifact_store"] = "database"
+        elif store:
+            values["store_dir"] = store
         if env.get("PUBSUBML_UI_SESSION_SECRET"):
             values["ui_session_secret"] = SecretStr(env["PUBSUBML_UI_SESSION_SECRET"])
         for name in _ENV_LIMITS:

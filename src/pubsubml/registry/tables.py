@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -28,6 +29,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
+    "ArtifactChunkRow",
+    "ArtifactObjectRow",
     "Base",
     "ContributionRow",
     "DeliveryRow",
@@ -244,6 +247,35 @@ class ContributionRow(Base):
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
     score: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ArtifactObjectRow(Base):
+    """Published weights held in the database (``--store database``): size, digest, chunks.
+
+    Written with its chunks in one transaction (:mod:`pubsubml.registry.database_store`), so an
+    object row is never seen without all of its chunks.
+    """
+
+    __tablename__ = "artifact_objects"
+
+    storage_key: Mapped[str] = mapped_column(String(32), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    chunk_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ArtifactChunkRow(Base):
+    """One chunk of an :class:`ArtifactObjectRow` (``seq`` from 0; BLOB on SQLite, bytea on
+    PostgreSQL)."""
+
+    __tablename__ = "artifact_chunks"
+
+    storage_key: Mapped[str] = mapped_column(
+        ForeignKey("artifact_objects.storage_key"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 Index("ix_events_model_id", EventRow.model_id)

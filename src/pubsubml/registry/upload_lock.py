@@ -67,8 +67,9 @@ class UploadLock:
     Parameters
     ----------
     db : Database
-    store_root : path-like
-        Folder of the artifact store (the lock files live there, on SQLite).
+    store_root : path-like, optional
+        Folder of the lock files on SQLite: the artifact store's, or with the database store
+        the database file's.  Not used on PostgreSQL (advisory locks), where it may be None.
     timeout : float, default=30
         Longest wait for the lock; then :class:`~pubsubml.errors.ServiceBusyError`.
     join_window : float, default=0.5
@@ -86,7 +87,7 @@ class UploadLock:
     def __init__(
         self,
         db: Database,
-        store_root: str | os.PathLike[str],
+        store_root: str | os.PathLike[str] | None,
         *,
         timeout: float = 30.0,
         join_window: float = 0.5,
@@ -100,8 +101,14 @@ class UploadLock:
         """How many times this process took the lock shared (for monitoring and tests)."""
         self._mutex = threading.Lock()
         self._hold: _Hold | None = None
+        if store_root is None:
+            if db.dialect == "sqlite":
+                raise ValueError("on SQLite the upload lock needs a folder for its lock files")
+            self._lock_path = self._gate_path = Path(os.devnull)  # never opened
+            return
         root = Path(store_root)
-        root.mkdir(parents=True, exist_ok=True)
+        if db.dialect == "sqlite":
+            root.mkdir(parents=True, exist_ok=True)
         self._lock_path = root / "upload.lock"
         self._gate_path = root / "upload.gate"
 

@@ -82,7 +82,14 @@ def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
 def serve_command(
     db: DbOpt = None,
     data_dir: DataOpt = None,
-    store: Annotated[Path | None, typer.Option(help="Artifact store folder.")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Artifact store: a folder, or 'database' to keep the weights in the registry "
+            "database, so that replicas on different machines share only the database (a "
+            "folder named database is written ./database; env PUBSUBML_REGISTRY_STORE).",
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     dev: Annotated[
@@ -139,12 +146,14 @@ def serve_command(
     from pubsubml.registry.app import create_app
     from pubsubml.registry.database import Database
     from pubsubml.registry.migrate import check_schema, upgrade
+    from pubsubml.registry.settings import STORE_IN_DATABASE
 
     limit = None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024)
     settings = _settings(
         db,
         data_dir,
-        store_dir=store,
+        store_dir=None if store in (None, STORE_IN_DATABASE) else Path(store),
+        artifact_store="database" if store == STORE_IN_DATABASE else None,
         dev=dev or None,
         max_upload_bytes=limit,
         nats_url=nats_url,
@@ -192,7 +201,9 @@ def _worker_environment(settings: Any) -> dict[str, str]:
     admin token and the dashboard's session secret too: a random one per worker would differ)."""
     return {
         "PUBSUBML_REGISTRY_DB": settings.database_url,
-        "PUBSUBML_REGISTRY_STORE": str(settings.store_dir),
+        "PUBSUBML_REGISTRY_STORE": (
+            "database" if settings.artifact_store == "database" else str(settings.store_dir)
+        ),
         "PUBSUBML_ADMIN_TOKEN": settings.admin_token.get_secret_value(),
         "PUBSUBML_UI_SESSION_SECRET": settings.ui_session_secret.get_secret_value(),
         "PUBSUBML_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),

@@ -33,7 +33,7 @@ from pubsubml.registry.services.feed import CardCache, FeedNotifier, LoopFeedRea
 from pubsubml.registry.services.group_commit import GroupCommitter
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.store import ArtifactStorage
 from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
@@ -81,7 +81,7 @@ class RegistryState:
 
     settings: RegistrySettings
     database: Database
-    store: ArtifactStore
+    store: ArtifactStorage
     notifier: FeedNotifier
     upload_lock: UploadLock
     validator: ValidationPool
@@ -112,7 +112,7 @@ async def get_database(state: StateDep) -> Database:
     return state.database
 
 
-async def get_store(state: StateDep) -> ArtifactStore:
+async def get_store(state: StateDep) -> ArtifactStorage:
     """The artifact store."""
     return state.store
 
@@ -124,7 +124,7 @@ async def get_notifier(state: StateDep) -> FeedNotifier:
 
 SettingsDep = Annotated[RegistrySettings, Depends(get_settings)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-StoreDep = Annotated[ArtifactStore, Depends(get_store)]
+StoreDep = Annotated[ArtifactStorage, Depends(get_store)]
 NotifierDep = Annotated[FeedNotifier, Depends(get_notifier)]
 
 

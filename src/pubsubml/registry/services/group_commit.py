@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pubsubml.registry.database import Database
 from pubsubml.registry.services.publish import Publication, commit_group
-from pubsubml.registry.store import ArtifactStore, StagedArtifact
+from pubsubml.registry.store import ArtifactStorage, StagedArtifact
 from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["GroupCommitter"]
@@ -29,7 +29,7 @@ __all__ = ["GroupCommitter"]
 @dataclass(eq=False)
 class _Pending:
     pub: Publication
-    store: ArtifactStore
+    store: ArtifactStorage
     staged: StagedArtifact | None
     wake: threading.Event = field(default_factory=threading.Event)
     result: bool | BaseException | None = None
@@ -64,7 +64,7 @@ class GroupCommitter:
         self.groups: list[int] = []
 
     def commit(
-        self, pub: Publication, store: ArtifactStore, staged: StagedArtifact | None = None
+        self, pub: Publication, store: ArtifactStorage, staged: StagedArtifact | None = None
     ) -> bool:
         """Commit ``pub`` (its weights into ``store``) in the next group; True if published,
         False if already published.  A group holds publications to one store.

@@ -20,7 +20,7 @@ import logging
 from sqlalchemy import select
 
 from pubsubml.registry.database import Database
-from pubsubml.registry.store import ArtifactStore, OrphanReport
+from pubsubml.registry.store import ArtifactStorage, OrphanReport
 from pubsubml.registry.tables import ModelRow
 from pubsubml.registry.upload_lock import UploadLock
 
@@ -30,7 +30,7 @@ log = logging.getLogger("pubsubml.registry")
 
 
 def collect_orphans(
-    db: Database, store: ArtifactStore, lock: UploadLock, *, grace_seconds: float = 0.0
+    db: Database, store: ArtifactStorage, lock: UploadLock, *, grace_seconds: float = 0.0
 ) -> OrphanReport:
     """Remove store files that no committed model references and report rows missing their
     file, holding the upload lock exclusively (see the module notes).

@@ -62,7 +62,7 @@ from pubsubml.registry.services.ledger import (
     release_of_card,
 )
 from pubsubml.registry.services.models import get_model, model_public
-from pubsubml.registry.store import ArtifactStore, StagedArtifact
+from pubsubml.registry.store import ArtifactStorage, StagedArtifact
 from pubsubml.registry.tables import (
     LedgerEntryRow,
     ModelFeatureRow,
@@ -538,11 +538,11 @@ def _commit_together(
     return results
 
 
-def stage_weights(store: ArtifactStore, pub: Publication) -> StagedArtifact:
+def stage_weights(store: ArtifactStorage, pub: Publication) -> StagedArtifact:
     """Write ``pub``'s weights into ``store`` durably under a fresh key (fsync of the file and of
     its folder); invisible until a committed row references it.  Hold the upload lock shared
     from before this call until the commit.  A file that could not be promoted is removed."""
-    staged = store.stage(pub.weights)
+    staged = store.stage(pub.weights, sha256=pub.card.weights_sha256)
     try:
         store.promote(staged)
     except BaseException:
@@ -553,7 +553,7 @@ def stage_weights(store: ArtifactStore, pub: Publication) -> StagedArtifact:
 
 def commit_group(
     db: Database,
-    store: ArtifactStore,
+    store: ArtifactStorage,
     lock: UploadLock,
     pubs: Sequence[Publication],
     staged: Sequence[StagedArtifact | None] | None = None,
@@ -621,7 +621,7 @@ def commit_group(
 
 
 def commit_publication(
-    db: Database, store: ArtifactStore, lock: UploadLock, principal: Principal, pub: Publication
+    db: Database, store: ArtifactStorage, lock: UploadLock, principal: Principal, pub: Publication
 ) -> ModelPublic:
     """Store the weights durably, then commit model, ledger entry, event and deliveries at once,
     holding ``lock`` shared throughout (see :mod:`pubsubml.registry.upload_lock`): a group of one
@@ -661,7 +661,7 @@ def committed_model(
 
 def publish_model(
     db: Database,
-    store: ArtifactStore,
+    store: ArtifactStorage,
     principal: Principal,
     card_text: str | bytes,
     weights: bytes,

@@ -9,7 +9,7 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from pubsubml.errors import ServiceBusyError
@@ -25,6 +25,7 @@ from pubsubml.registry.api.upload import read_publish_form
 from pubsubml.registry.schemas import ErrorBody, ModelList, ModelPublic
 from pubsubml.registry.services import models as service
 from pubsubml.registry.services.publish import publish_model
+from pubsubml.registry.store import ArtifactStore
 
 __all__ = ["router"]
 
@@ -156,13 +157,25 @@ def get_card(model_id: str, principal: PrincipalDep, db: DatabaseDep) -> Respons
 @router.get("/{model_id}/weights", response_class=FileResponse)
 def get_weights(
     model_id: str, principal: PrincipalDep, db: DatabaseDep, store: StoreDep
-) -> FileResponse:
-    """The weights bytes (``X-Weights-SHA256`` carries their digest)."""
+) -> Response:
+    """The weights bytes (``X-Weights-SHA256`` carries their digest).
+
+    From the file store the file is sent as it is; from the database store the chunks are
+    streamed one statement at a time and the digest checked as they go (a mismatch ends the
+    response short of its ``Content-Length``).
+    """
     with db.read() as session:
         row, _ = service.get_model_row(session, principal, model_id)
-    return FileResponse(
-        store.path(row.storage_key),
-        media_type="application/octet-stream",
-        filename=f"{row.id}.{row.format}",
-        headers={"X-Weights-SHA256": row.weights_sha256, "ETag": f'"{row.weights_sha256}"'},
-    )
+    filename = f"{row.id}.{row.format}"
+    headers = {"X-Weights-SHA256": row.weights_sha256, "ETag": f'"{row.weights_sha256}"'}
+    if isinstance(store, ArtifactStore):
+        return FileResponse(
+            store.path(row.storage_key),
+            media_type="application/octet-stream",
+            filename=filename,
+            headers=headers,
+        )
+    chunks = store.chunks(row.storage_key, sha256=row.weights_sha256)
+    headers["Content-Length"] = str(row.size_bytes)
+    headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return StreamingResponse(chunks, media_type="application/octet-stream", headers=headers)

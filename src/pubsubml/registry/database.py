@@ -9,8 +9,9 @@ it reads anything it depends on, which gives the same order (:func:`lock_feed_cl
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, bindparam, create_engine, event, select, text, update
@@ -19,12 +20,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from pubsubml.errors import MissingDatabaseSchemaError
+from pubsubml.errors import MissingDatabaseSchemaError, ServiceBusyError
 from pubsubml.registry.tables import FeedClockRow
 
 __all__ = ["Database", "lock_feed_clock", "store_feed_clock"]
 
 _WRITE_OPTION = "pubsubml_write"
+_SQLITE_WRITE_WAIT = 30.0  # seconds, as the connections' busy_timeout
 _RELAXED_OPTION = "pubsubml_relaxed"
 T = TypeVar("T")
 
@@ -98,6 +100,10 @@ class Database:
                 max_overflow=pool_size,
                 isolation_level="AUTOCOMMIT",
             )
+        # SQLite has one writer at a time; threads of this process that wait for it queue here,
+        # in order, instead of in SQLite's busy handler, which retries after sleeps of up to
+        # 100 ms (long tails when the publish path's staging and commits alternate).
+        self._writer = threading.RLock() if self.dialect == "sqlite" else None
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._statements = sessionmaker(self._statement_engine, expire_on_commit=False)
         self._write = sessionmaker(
@@ -157,14 +163,31 @@ class Database:
             databases write one sequential log, so a durable commit makes every commit before
             it durable too.  A crash may lose such a transaction, never reorder it.
         """
-        if durable:
-            with self._write() as session, session.begin():
+        with self._one_writer():
+            if durable:
+                with self._write() as session, session.begin():
+                    yield session
+                return
+            with self._write_relaxed() as session, session.begin():
+                if self.dialect == "postgresql":
+                    session.execute(text("SET LOCAL synchronous_commit TO OFF"))
                 yield session
-            return
-        with self._write_relaxed() as session, session.begin():
-            if self.dialect == "postgresql":
-                session.execute(text("SET LOCAL synchronous_commit TO OFF"))
-            yield session
+
+    def _one_writer(self) -> Any:
+        """On SQLite, this process's turn to write (a context manager; nothing on PostgreSQL).
+
+        Raises
+        ------
+        ServiceBusyError
+            Another write of this process held the database for 30 s.
+        """
+        if self._writer is None:
+            return nullcontext()
+        if not self._writer.acquire(timeout=_SQLITE_WRITE_WAIT):
+            raise ServiceBusyError(
+                "the registry database stayed busy for 30 s; nothing was changed, retry"
+            )
+        return _Release(self._writer)
 
     def check_search_path(self) -> None:
         """Refuse a PostgreSQL ``search_path`` whose first named schema does not exist.
@@ -219,6 +242,19 @@ class Database:
         self.engine.dispose()
         if self._statement_engine is not self.engine:
             self._statement_engine.dispose()
+
+
+class _Release:
+    """Releases an acquired lock when its block ends."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _search_path(setting: str) -> list[str]:

@@ -47,3 +47,29 @@ def test_the_scale_probe_counts_each_subscriber_once() -> None:
     assert probe["customize"] == pytest.approx(2.0 * 10 / 2 + 0.5 * 8 / 2)
     assert probe["total"] == pytest.approx(4.5 + probe["customize"])
     assert probe["measured"] == 7.0 and probe["k"] == 2
+
+
+@pytest.mark.slow
+def test_the_registry_against_mlflow_benchmark_runs_ours_alone(tmp_path: Path) -> None:
+    """A 10-publish smoke of benchmarks/registry_vs_mlflow.py without MLflow: our server with
+    the database artifact store publishes, fetches and reports every figure."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "figures.json"
+    args = "--skip-mlflow --sizes 10 --levels 1 --seconds 1 --repeats 1 --backends sqlite"
+    args += " --our-stores database --payloads 20k --no-unchecked --max-publishes 10"
+    script = ROOT / "benchmarks" / "registry_vs_mlflow.py"
+    done = subprocess.run(
+        [sys.executable, str(script), *args.split(), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    by_op = {(r["system"], r["op"]): r for r in rows}
+    assert set(by_op) == {("ours-database", "publish"), ("ours-database", "fetch")}
+    assert by_op["ours-database", "publish"]["n"] == 10
+    assert all(r["errors"] == 0 and r["rps"] > 0 and not r["first_failure"] for r in rows)

@@ -244,3 +244,45 @@ def test_read_statements_run_once_more_when_the_server_dropped_the_connection(
             db.read_statements(broken)
     finally:
         db.dispose()
+
+
+def test_only_a_relaxed_write_commits_without_syncing(backend: Any) -> None:
+    """``write(durable=False)`` runs at SQLite ``synchronous=NORMAL`` / PostgreSQL
+    ``synchronous_commit = off``; every other transaction on the same connection is durable."""
+    db = Database(backend.url, pool_size=1)
+    query = "PRAGMA synchronous" if db.dialect == "sqlite" else "SHOW synchronous_commit"
+    durable, relaxed = (2, 1) if db.dialect == "sqlite" else ("on", "off")
+    try:
+        for _ in range(2):
+            with db.write(durable=False) as session:
+                assert session.execute(text(query)).scalar_one() == relaxed
+            with db.write() as session:
+                assert session.execute(text(query)).scalar_one() == durable
+            with db.write(durable=False) as session:
+                session.execute(text("SELECT 1"))
+            with db.engine.begin() as conn:  # a plain transaction, as the migrations run
+                assert conn.execute(text(query)).scalar_one() == durable
+            with db.read() as session:
+                assert session.execute(text(query)).scalar_one() == durable
+    finally:
+        db.dispose()
+
+
+def test_concurrent_writes_of_one_process_all_commit_on_sqlite(db: Database) -> None:
+    """Sixteen threads writing at once take turns for SQLite's one writer; none fails."""
+    order: list[int] = []
+
+    def write(i: int) -> None:
+        with db.write() as session:
+            session.execute(text("UPDATE feed_clock SET position = position + 1"))
+            order.append(i)
+            time.sleep(0.01)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(order) == list(range(16))
+    with db.read() as session:
+        assert session.execute(select(FeedClockRow.position)).scalar_one() == 16

@@ -47,12 +47,14 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(conn: Any) -> None:
         options = conn.get_execution_options()
         write = options.get(_WRITE_OPTION, False)
-        if write:  # the safety level can only change outside a transaction
-            level = "NORMAL" if options.get(_RELAXED_OPTION, False) else "FULL"
-            info = conn.connection.info
-            if info.get(_RELAXED_OPTION, "FULL") != level:
-                conn.exec_driver_sql(f"PRAGMA synchronous={level}")
-                info[_RELAXED_OPTION] = level
+        # Only a relaxed write (Database.write(durable=False)) commits without syncing; every
+        # other transaction on the connection, whoever begins it, runs at FULL again.  The level
+        # can only change outside a transaction, so it is set before BEGIN.
+        level = "NORMAL" if write and options.get(_RELAXED_OPTION, False) else "FULL"
+        info = conn.connection.info
+        if info.get(_RELAXED_OPTION, "FULL") != level:
+            conn.exec_driver_sql(f"PRAGMA synchronous={level}")
+            info[_RELAXED_OPTION] = level
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 

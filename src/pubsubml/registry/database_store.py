@@ -38,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from pubsubml.errors import DigestMismatchError, NotFoundError
 from pubsubml.registry.database import Database
@@ -69,6 +70,42 @@ _CHUNK = select(ArtifactChunkRow.data).where(
 )
 _INSERT_OBJECT = insert(ArtifactObjectRow)
 _INSERT_CHUNKS = insert(ArtifactChunkRow)
+
+
+# PostgreSQL sends bytea in its text format (hex: twice the bytes, encoded by the server and
+# decoded by the driver) unless the results are asked for in binary: the chunk reads ask.
+_HEAD_SQL = (
+    "SELECT o.size_bytes, o.sha256, o.chunk_count, c.data FROM artifact_objects o "
+    "LEFT OUTER JOIN artifact_chunks c ON c.storage_key = o.storage_key AND c.seq = 0 "
+    "WHERE o.storage_key = %(key)s"
+)
+_CHUNK_SQL = "SELECT data FROM artifact_chunks WHERE storage_key = %(key)s AND seq = %(seq)s"
+
+
+def _binary_rows(session: Session, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read through the session's psycopg connection in binary format."""
+    raw: Any = session.connection().connection.dbapi_connection
+    with raw.cursor(binary=True) as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _head_statement(session: Session, key: str) -> Any:
+    return session.connection().execute(_HEAD, {"key": key}).one_or_none()
+
+
+def _binary_head(session: Session, key: str) -> Any:
+    rows = _binary_rows(session, _HEAD_SQL, {"key": key})
+    return rows[0] if rows else None
+
+
+def _chunk_statement(session: Session, params: dict[str, Any]) -> Any:
+    return session.connection().execute(_CHUNK, params).scalar_one_or_none()
+
+
+def _binary_chunk(session: Session, params: dict[str, Any]) -> Any:
+    rows = _binary_rows(session, _CHUNK_SQL, params)
+    return rows[0][0] if rows else None
 
 
 class DatabaseArtifactStore:
@@ -154,9 +191,8 @@ class DatabaseArtifactStore:
 
     def _head(self, key: str) -> tuple[int, str, int, bytes]:
         check_key(key)
-        row = self.db.read_statements(
-            lambda session: session.connection().execute(_HEAD, {"key": key}).one_or_none()
-        )
+        read = _binary_head if self.db.dialect == "postgresql" else _head_statement
+        row = self.db.read_statements(lambda session: read(session, key))
         if row is None:
             raise NotFoundError(f"artifact {key!r} is missing from the store")
         size, digest, count, first = row
@@ -164,9 +200,8 @@ class DatabaseArtifactStore:
 
     def _chunk(self, key: str, seq: int) -> bytes:
         params: dict[str, Any] = {"key": key, "seq": seq}
-        data = self.db.read_statements(
-            lambda session: session.connection().execute(_CHUNK, params).scalar_one_or_none()
-        )
+        read = _binary_chunk if self.db.dialect == "postgresql" else _chunk_statement
+        data = self.db.read_statements(lambda session: read(session, params))
         if data is None:  # pragma: no cover - chunks are inserted and deleted with their object
             raise NotFoundError(f"chunk {seq} of artifact {key!r} is missing from the store")
         return bytes(data)

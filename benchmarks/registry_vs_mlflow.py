@@ -971,6 +971,25 @@ def _turns(systems: Sequence[Any], repeat: int) -> list[Any]:
     return [*systems[k:], *systems[:k]]
 
 
+async def measure_publish(
+    run: Run,
+    backend: str,
+    size: int,
+    system: System,
+    maker: Maker,
+    variant: str,
+    payload: str,
+    level: int,
+    cap: int,
+    repeat: int,
+) -> None:
+    """One publish measurement of ``cap`` distinct models made beforehand, recorded."""
+    batch = maker.make(payload, cap)
+    models = system.total()
+    stats = await drive(system, level, publish_op(system, batch, variant), run.args.seconds, cap)
+    run.record(backend, size, system, variant, "publish", payload, level, models, stats, repeat)
+
+
 async def bench_size(
     run: Run,
     backend: str,
@@ -1025,24 +1044,9 @@ async def bench_size(
                         ["new-run", "reuse-run"] if isinstance(system, MLflow) else ["checked"]
                     )
                     for variant in variants:
-                        batch = maker.make(payload, cap)
-                        models = system.total()
-                        stats = await drive(
-                            system, level, publish_op(system, batch, variant), args.seconds, cap
+                        await measure_publish(
+                            run, backend, size, system, maker, variant, payload, level, cap, repeat
                         )
-                        run.record(
-                            backend,
-                            size,
-                            system,
-                            variant,
-                            "publish",
-                            payload,
-                            level,
-                            models,
-                            stats,
-                            repeat,
-                        )
-                        del batch
     if index == 0 and args.unchecked:
         for system, maker in systems:
             if isinstance(system, Ours):
@@ -1071,22 +1075,8 @@ async def bench_unchecked(
             await warm(system, maker, variant)
             for level in args.levels:
                 for repeat in range(args.repeats):
-                    batch = maker.make(payload, cap)
-                    models = system.total()
-                    stats = await drive(
-                        system, level, publish_op(system, batch, variant), args.seconds, cap
-                    )
-                    run.record(
-                        backend,
-                        size,
-                        system,
-                        variant,
-                        "publish",
-                        payload,
-                        level,
-                        models,
-                        stats,
-                        repeat,
+                    await measure_publish(
+                        run, backend, size, system, maker, variant, payload, level, cap, repeat
                     )
     finally:
         system.start("checked")

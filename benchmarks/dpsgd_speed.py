@@ -57,7 +57,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from pubsubml.data import hyperplane
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.noise import NoiseSource, SecureNoise, SeededNoise

@@ -40,7 +40,7 @@ from pubsubml.artifacts import (
 from pubsubml.artifacts.card import MLPArchitecture
 from pubsubml.artifacts.onnx_export import mlp_to_onnx
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 

@@ -122,7 +122,7 @@ from pubsubml.artifacts import MLPArchitecture, ModelCard, PrivacyRecord
 from pubsubml.artifacts.export import Artifact, make_artifact
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import generate_signing_key, sign_card
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.schema import FeatureSchema
 
 HERE = Path(__file__).resolve().parent

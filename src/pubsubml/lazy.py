@@ -12,7 +12,7 @@ read them as written), and :func:`attach` gives it the module-level ``__getattr_
 Usage, at the end of a face::
 
     if TYPE_CHECKING:
-        from pubsubml.privacy.accountant import compute_epsilon
+        from pubsubml.privacy.accountants import compute_epsilon
 
     __all__ = ["compute_epsilon"]
     __getattr__, __dir__ = attach(__name__, __file__)
@@ -78,7 +78,7 @@ def attach(package: str, path: str | Path) -> tuple[Callable[[str], Any], Callab
     A name imported under ``if TYPE_CHECKING:`` in ``path`` resolves on first use by importing
     its module, and is then kept in the package's namespace (later uses are plain attribute
     reads).  A name that is one of the package's modules imports that module, so
-    ``pubsubml.privacy.accountant`` works after ``import pubsubml.privacy`` as it did when the
+    ``pubsubml.privacy.accountants`` works after ``import pubsubml.privacy`` as it did when the
     face imported every module.  Anything else raises :class:`AttributeError`.
 
     Parameters

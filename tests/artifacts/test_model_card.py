@@ -192,19 +192,19 @@ def test_architecture_limits() -> None:
 
 
 def test_pure_accounting_composes_pure_events_only() -> None:
-    from pubsubml.artifacts import account_epsilon
     from pubsubml.errors import InvalidPrivacyParameterError
+    from pubsubml.privacy.accountants import release_epsilon
 
     events = [
         DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, count=2),
         DPEvent(mechanism="laplace", noise_multiplier=4.0, count=2),
     ]
 
-    assert account_epsilon(events, 0.0, "pure") == pytest.approx(1.5)
+    assert release_epsilon(events, 0.0, "pure") == pytest.approx(1.5)
     with pytest.raises(InvalidPrivacyParameterError, match="not pure"):
-        account_epsilon([DPEvent(mechanism="gaussian", noise_multiplier=1.0)], 0.0, "pure")
+        release_epsilon([DPEvent(mechanism="gaussian", noise_multiplier=1.0)], 0.0, "pure")
     with pytest.raises(InvalidPrivacyParameterError, match="δ = 0"):
-        account_epsilon(events, 1e-5, "pure")
+        release_epsilon(events, 1e-5, "pure")
 
 
 def test_check_privacy_record_recomputes_epsilon() -> None:

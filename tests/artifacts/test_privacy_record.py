@@ -13,11 +13,11 @@ from scipy.stats import norm
 from pubsubml.artifacts.privacy_record import (
     MAX_EVENTS,
     PrivacyRecord,
-    account_epsilon,
     check_privacy_record,
     summarize_events,
 )
 from pubsubml.errors import InvalidPrivacyParameterError, UntrustedArtifactError
+from pubsubml.privacy.accountants import release_epsilon
 from pubsubml.privacy.events import DPEvent
 
 DELTA = 1e-5
@@ -128,13 +128,13 @@ def test_number_of_events_is_limited() -> None:
         PrivacyRecord.from_events(events, epsilon=2.0, delta=0.0, accountant="pure")
 
 
-# ---- account_epsilon ------------------------------------------------------------------------
+# ---- release_epsilon ------------------------------------------------------------------------
 def test_pld_is_tight_for_one_gaussian_release() -> None:
     sigma = 2.0
     events = [DPEvent(mechanism="gaussian", noise_multiplier=sigma)]
 
-    pld = account_epsilon(events, DELTA, "pld")
-    rdp = account_epsilon(events, DELTA, "rdp")
+    pld = release_epsilon(events, DELTA, "pld")
+    rdp = release_epsilon(events, DELTA, "rdp")
 
     assert pld == pytest.approx(_analytic_gaussian_epsilon(sigma, DELTA), rel=1e-4)
     assert rdp > pld  # RDP is an upper bound, looser than the exact curve
@@ -144,17 +144,17 @@ def test_pure_composition_counts_add_remove_events_twice_beside_replace_one_even
     approx = DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0, count=2)
     laplace = DPEvent(mechanism="laplace", noise_multiplier=4.0, neighbouring="replace_one")
 
-    mixed = account_epsilon([approx, laplace], 0.0, "pure")
+    mixed = release_epsilon([approx, laplace], 0.0, "pure")
 
     assert mixed == pytest.approx(2 * 2 * 0.5 + 1 / 4.0)
-    assert account_epsilon([approx], 0.0, "pure") == pytest.approx(1.0)
+    assert release_epsilon([approx], 0.0, "pure") == pytest.approx(1.0)
 
 
 def test_pure_composition_refuses_approximate_dp_events() -> None:
     approx = DPEvent(mechanism="approx_dp", epsilon=0.5, delta=1e-6)
 
     with pytest.raises(InvalidPrivacyParameterError, match="not pure"):
-        account_epsilon([approx], 0.0, "pure")
+        release_epsilon([approx], 0.0, "pure")
 
 
 # ---- check_privacy_record -------------------------------------------------------------------
@@ -165,7 +165,7 @@ def test_non_private_records_check_as_infinite() -> None:
 
 
 def test_check_returns_the_recomputed_epsilon_and_tolerates_rounding() -> None:
-    epsilon = account_epsilon([SGD], DELTA, "rdp")
+    epsilon = release_epsilon([SGD], DELTA, "rdp")
     rounded = PrivacyRecord.from_events(
         [SGD], epsilon=epsilon * (1 - 1e-7), delta=DELTA, accountant="rdp"
     )

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from pubsubml.artifacts import Artifact, PrivacyRecord, account_epsilon, make_artifact
+from pubsubml.artifacts import Artifact, PrivacyRecord, make_artifact
 from pubsubml.artifacts.card import MLPArchitecture, ModelCard
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import generate_signing_key
@@ -20,6 +20,7 @@ from pubsubml.artifacts.validation import (
     validate_untrusted,
 )
 from pubsubml.errors import InvalidPrivacyParameterError, UntrustedArtifactError
+from pubsubml.privacy.accountants import release_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema
 
@@ -62,7 +63,7 @@ def _card(events: list[DPEvent], epsilon: float, delta: float = DELTA) -> ModelC
 
 @pytest.fixture(scope="module")
 def gaussian_epsilon() -> float:
-    return account_epsilon([GAUSSIAN], DELTA, "pld")
+    return release_epsilon([GAUSSIAN], DELTA, "pld")
 
 
 # ---- recompute_epsilon ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from click.testing import Result
 # The runner and the key + schema set-up of the schema commands' tests (``site``: conftest).
 from cli.test_site import _setup, run
 from pubsubml.artifacts import load_artifact
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
 
 

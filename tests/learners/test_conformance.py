@@ -24,7 +24,7 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.local import privacy_guarantee
 from pubsubml.learners.registry import available_learners, create_learner, get_learner_spec
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import Feature, FeatureSchema
 

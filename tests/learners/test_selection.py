@@ -29,7 +29,7 @@ from pubsubml.learners import (
     PrivateHyperparameterSearch,
     select_hyperparameters,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.schema import FeatureSchema

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from torch import Tensor, nn
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import (
     LOSSES,
     DPSGDConfig,

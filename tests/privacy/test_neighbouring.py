@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from pubsubml.artifacts.privacy_record import account_epsilon
 from pubsubml.errors import InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import compute_epsilon, neighbouring_of
+from pubsubml.privacy.accountants import compute_epsilon, neighbouring_of, release_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.privacy.mechanisms import laplace_mechanism
@@ -72,8 +71,8 @@ def test_dp_sgd_with_a_replace_one_release_is_converted_by_group_privacy(backend
 def test_pure_composition_doubles_the_add_remove_part_when_mixed() -> None:
     add = DPEvent(mechanism="laplace", noise_multiplier=2.0)  # ε = 0.5
     rep = DPEvent(mechanism="approx_dp", epsilon=0.25, delta=0.0, neighbouring="replace_one")
-    assert account_epsilon([add, add], 0.0, "pure") == pytest.approx(1.0)
-    assert account_epsilon([add, rep], 0.0, "pure") == pytest.approx(2 * 0.5 + 0.25)
+    assert release_epsilon([add, add], 0.0, "pure") == pytest.approx(1.0)
+    assert release_epsilon([add, rep], 0.0, "pure") == pytest.approx(2 * 0.5 + 0.25)
 
 
 def test_a_ledger_says_which_relation_its_epsilon_holds_for() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pubsubml.artifacts.privacy_record import PrivacyRecord, check_privacy_record
 from pubsubml.errors import InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.privacy.repetitions import (

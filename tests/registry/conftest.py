@@ -36,7 +36,7 @@ from pubsubml.artifacts import MLPArchitecture, ModelCard, PrivacyRecord
 from pubsubml.artifacts.export import Artifact, make_artifact
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64, sign_card
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.registry.app import create_app
 from pubsubml.registry.database import Database

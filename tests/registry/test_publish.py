@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 
 # A pickle of {"a": 1} (protocol 4), written out so the tests never import pickle.
@@ -60,7 +60,7 @@ def test_publish_charges_ledger_once_and_is_idempotent(registry: Any, support: A
 def test_a_replace_one_release_makes_the_site_ledger_replace_one(
     registry: Any, support: Any
 ) -> None:
-    from pubsubml.privacy.accountant import compute_epsilon
+    from pubsubml.privacy.accountants import compute_epsilon
     from pubsubml.privacy.events import DPEvent
 
     assert registry.publish(registry.artifacts("a", seed=3), site="a").status_code == 201

@@ -20,7 +20,7 @@ from pubsubml.errors import (
     ServiceBusyError,
     UntrustedArtifactError,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 MiB = 1 << 20

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from pubsubml.artifacts.export import Artifact, export_model, load_artifact, make_artifact
     from pubsubml.artifacts.privacy_record import (
         PrivacyRecord,
-        account_epsilon,
         check_privacy_record,
     )
     from pubsubml.artifacts.published import PublishedModel, predict_many
@@ -41,7 +40,6 @@ __all__ = [
     "ModelCard",
     "PrivacyRecord",
     "PublishedModel",
-    "account_epsilon",
     "check_privacy_record",
     "derive_model_id",
     "export_model",

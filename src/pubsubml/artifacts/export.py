@@ -27,7 +27,7 @@ from pubsubml.artifacts.artifact import (
 )
 from pubsubml.artifacts.card import Label, MLPArchitecture
 from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
-from pubsubml.artifacts.privacy_record import Accountant, PrivacyRecord, account_epsilon
+from pubsubml.artifacts.privacy_record import Accountant, PrivacyRecord
 from pubsubml.artifacts.safetensors_codec import mlp_to_safetensors
 from pubsubml.artifacts.signing import key_id
 from pubsubml.errors import PrivacyError
@@ -59,7 +59,7 @@ def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -
     Events come from ``privacy_events_`` and δ from ``delta_``.  ε is computed by the PLD
     accountant (RDP when the estimator's ``accountant_`` says it reported RDP), or by basic
     composition of pure ε-DP events when δ = 0 (diffprivlib models; see
-    :func:`~pubsubml.artifacts.privacy_record.account_epsilon`), and must equal the estimator's
+    :func:`~pubsubml.privacy.accountants.release.release_epsilon`), and must equal the estimator's
     ``epsilon_``.  An estimator without events is non-private (ε = ∞).  The record's ``noise`` is
     the estimator's ``noise_``; an estimator that does not report one is recorded as
     ``"seeded"`` (not known to be secure).
@@ -81,7 +81,9 @@ def privacy_record_of(estimator: Any, data_scope: Sequence[str] | None = None) -
     delta = float(estimator.delta_)
     declared = getattr(estimator, "accountant_", None)
     accountant: Accountant = "pure" if delta == 0.0 else ("rdp" if declared == "rdp" else "pld")
-    epsilon = account_epsilon(events, delta, accountant)
+    from pubsubml.privacy.accountants.release import release_epsilon  # loads dp-accounting
+
+    epsilon = release_epsilon(events, delta, accountant)
     if claimed is not None and not math.isclose(epsilon, claimed, rel_tol=1e-6, abs_tol=1e-9):
         raise PrivacyError(
             f"{type(estimator).__name__}.epsilon_ = {claimed} but the {accountant} accountant "

@@ -3,7 +3,9 @@
 "Privacy is accounted, never assumed" (DESIGN.md): a card does not just state (ε, δ), it lists the
 DP events behind the model (pubsub-ml.txt §3.1, Definition 1; Theorem 3: each publisher's
 (ε^p, δ^p) guarantee holds for everything it publishes).  Anyone can recompute ε from them with
-:func:`account_epsilon`, and :func:`check_privacy_record` refuses a card that understates it.
+the accountant the record names
+(:func:`~pubsubml.privacy.accountants.release.release_epsilon`), and
+:func:`check_privacy_record` refuses a card that understates it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from pydantic import (
     model_validator,
 )
 
-from pubsubml.errors import InvalidPrivacyParameterError, PubsubmlError, UntrustedArtifactError
+from pubsubml.errors import PubsubmlError, UntrustedArtifactError
 from pubsubml.privacy.events import DPEvent, Mechanism, NoiseKind
 
 __all__ = [
     "Accountant",
     "PrivacyRecord",
-    "account_epsilon",
     "check_privacy_record",
     "summarize_events",
 ]
@@ -196,48 +197,6 @@ class PrivacyRecord(BaseModel):
         return bool(self.events)
 
 
-def account_epsilon(events: Sequence[DPEvent], delta: float, accountant: Accountant) -> float:
-    """ε at δ of the sequential composition of ``events``.
-
-    ``"pld"`` and ``"rdp"`` call :func:`pubsubml.privacy.accountant.compute_epsilon` (δ in (0, 1));
-    ``"pure"`` is basic composition of pure ε-DP events at δ = 0 (diffprivlib models):
-    ε = Σ count·ε_i for ``approx_dp`` events with δ_i = 0 and Σ count/b for ``laplace`` events
-    (b = noise multiplier, scale over L1 sensitivity).  When the events hold both neighbouring
-    relations, the add/remove events count twice (group privacy of two neighbouring steps) and
-    ε holds for replace-one neighbours, as in
-    :func:`~pubsubml.privacy.accountant.compute_epsilon`.
-
-    Raises
-    ------
-    InvalidPrivacyParameterError
-        ``"pure"`` with δ ≠ 0 or with an event that is not pure ε-DP; δ outside (0, 1) otherwise.
-
-    Examples
-    --------
-    >>> account_epsilon([DPEvent(mechanism="approx_dp", epsilon=0.5, delta=0.0)] * 2, 0.0, "pure")
-    1.0
-    """
-    if accountant != "pure":
-        from pubsubml.privacy.accountant import compute_epsilon  # dp-accounting loads on first use
-
-        return float(compute_epsilon(events, delta, backend=accountant))
-    if delta != 0.0:
-        raise InvalidPrivacyParameterError(f"pure ε-DP accounting is at δ = 0, got δ = {delta}")
-    total = 0.0
-    mixed = len({e.neighbouring for e in events}) > 1
-    for e in events:
-        factor = 2.0 if mixed and e.neighbouring == "add_remove" else 1.0
-        if e.mechanism == "approx_dp" and e.delta == 0.0 and e.epsilon is not None:
-            total += factor * e.count * e.epsilon
-        elif e.mechanism == "laplace" and e.noise_multiplier is not None:
-            total += factor * e.count / e.noise_multiplier
-        else:
-            raise InvalidPrivacyParameterError(
-                f"a {e.mechanism} event with δ = {e.delta} is not pure ε-DP; account it at δ > 0"
-            )
-    return total
-
-
 def check_privacy_record(record: PrivacyRecord, *, rtol: float = 1e-6) -> float:
     """Recompute ε from the record's DP events and check the card does not understate it.
 
@@ -257,8 +216,10 @@ def check_privacy_record(record: PrivacyRecord, *, rtol: float = 1e-6) -> float:
     if not record.events:
         return float("inf")
     assert record.accountant is not None  # guaranteed by PrivacyRecord validation
+    from pubsubml.privacy.accountants.release import release_epsilon  # loads dp-accounting
+
     try:
-        epsilon = account_epsilon(record.events, record.delta, record.accountant)
+        epsilon = release_epsilon(record.events, record.delta, record.accountant)
     except (PubsubmlError, ValueError) as exc:
         raise UntrustedArtifactError(f"the privacy record cannot be accounted: {exc}") from None
     if record.epsilon < epsilon * (1.0 - rtol):

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DecodeOptions
-from pubsubml.artifacts.privacy_record import Accountant, account_epsilon
+from pubsubml.artifacts.privacy_record import Accountant
 from pubsubml.artifacts.published import build_runner
 from pubsubml.errors import InvalidPrivacyParameterError, PubsubmlError
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.events import DPEvent
 
 __all__ = ["MAX_CARD_EPSILON", "MAX_DISTINCT_EVENTS", "recompute_epsilon", "validate_untrusted"]
@@ -57,9 +58,7 @@ def recompute_epsilon(card: ModelCard, site_delta: float) -> float:
         )
     _check_cost(record.events, record.delta)
     try:
-        epsilon = account_epsilon(
-            record.events, record.delta, "pure" if record.delta == 0.0 else "pld"
-        )
+        epsilon = release_epsilon(record.events, record.delta)
     except PubsubmlError as exc:
         raise InvalidPrivacyParameterError(
             f"the card's DP events cannot be accounted at δ = {record.delta:g}: {exc}"
@@ -96,7 +95,7 @@ def _check_cost(events: Sequence[DPEvent], delta: float) -> None:
         )
     backend: Accountant = "pure" if delta == 0.0 else "rdp"
     try:
-        bound = account_epsilon(events, delta, backend)
+        bound = release_epsilon(events, delta, backend)
     except PubsubmlError:
         return  # the exact accounting below reports it with its reason
     except (ArithmeticError, ValueError, MemoryError) as exc:

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported once, before any request and its CPU-time limit: the checks, the codecs, and the
     # accountants that recompute ε (dp-accounting, which the privacy record loads on first use).
     import pubsubml.artifacts.validation
-    import pubsubml.privacy.accountant  # noqa: F401
+    import pubsubml.privacy.accountants.registry  # noqa: F401
 
     while True:
         header = read_frame(stdin, _MAX_HEADER_FRAME)

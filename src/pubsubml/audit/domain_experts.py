@@ -52,7 +52,7 @@ from pubsubml.methods.domain_experts.users import Users, local_round
 from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
 from pubsubml.methods.federated.loop import LocalTraining, run_federation
 from pubsubml.methods.federated.strategies import FedSGD
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mlp_stack import CanaryGradients

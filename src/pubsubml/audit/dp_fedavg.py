@@ -52,7 +52,7 @@ from pubsubml.methods.federated.dp import CentralDP, noise_multipliers
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm, run_federation
 from pubsubml.methods.federated.rounds import StackedClients
 from pubsubml.methods.federated.strategies import FedAvg
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, init_mlp
 
 __all__ = ["DEFAULT_CLIENT_CANARIES", "audit_dp_fedavg"]

@@ -54,7 +54,7 @@ from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
 from pubsubml.learners.mlp import DPMLPClassifier
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, init_mlp, train_dp
 from pubsubml.privacy.mlp_stack import train_dp_stacked
 from pubsubml.privacy.noise import SecureNoise

@@ -39,7 +39,7 @@ from pubsubml.audit.dpsgd import Learner, broken_config, check_audit, learner_es
 from pubsubml.audit.guesses import dirac_scores, many_run_bound, runs_to_refute
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mlp_stack import train_dp_stacked

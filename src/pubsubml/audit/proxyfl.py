@@ -52,7 +52,7 @@ from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.proxyfl.dml import DMLConfig, mlp_factory
 from pubsubml.methods.proxyfl.local import ClientCohort
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.events import DPEvent
 

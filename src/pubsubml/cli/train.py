@@ -264,7 +264,7 @@ def train_command(
 
 
 def _print_card(card: Any, book: Any) -> None:
-    from pubsubml.privacy.accountant import compute_epsilon
+    from pubsubml.privacy.accountants import compute_epsilon
 
     privacy = card.privacy
     events = list(privacy.events)

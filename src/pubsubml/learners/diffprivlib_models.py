@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from pubsubml.errors import InvalidPrivacyParameterError, LabelError
 from pubsubml.learners.base import SchemaInputMixin, check_labels
-from pubsubml.privacy.accountant import check_epsilon
+from pubsubml.privacy.accountants import check_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.noise import check_noise_seed
 from pubsubml.schema import FeatureSchema

@@ -49,7 +49,7 @@ from sklearn.utils.validation import check_is_fitted
 from pubsubml.learners.base import SchemaInputMixin
 from pubsubml.learners.dpsgd_defaults import DPSGDDefaults
 from pubsubml.learners.dpsgd_hyperparameters import AUTO, Backend, DPSGDHyperparameters
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.noise import NoiseSource, SecureNoise, SeededNoise, check_noise_seed
@@ -154,7 +154,7 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         events = result.events
         delta = float(self._privacy_target()[1]) if events else 0.0
         backend = cast(Backend, self.accountant)
-        epsilon = compute_epsilon(events, delta, backend=backend) if events else math.inf
+        epsilon = release_epsilon(events, delta, backend) if events else math.inf
         assert isinstance(result.module, torch.nn.Sequential)
         self._commit_input(plan.X, plan.Z)
         self.module_ = self._fold_output(fold_input_center(result.module))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pubsubml.privacy.accountant import check_delta, check_epsilon
+from pubsubml.privacy.accountants import check_delta, check_epsilon
 
 __all__ = ["TABLE4_HYPERPARAMETERS", "DPSGDDefaults", "dp_sgd_defaults"]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from pubsubml.errors import InvalidPrivacyParameterError
 from pubsubml.learners.dpsgd_defaults import DPSGDDefaults, dp_sgd_defaults
-from pubsubml.privacy.accountant import check_delta, check_epsilon
+from pubsubml.privacy.accountants import check_delta, check_epsilon
 from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.dpsgd import ACTIVATIONS, DPSGDConfig
 from pubsubml.privacy.events import DPEvent

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pubsubml.learners.dpsgd_tasks import _DPSGDClassifier, _DPSGDRegressor
-from pubsubml.privacy.accountant import DEFAULT_DELTA
+from pubsubml.privacy.accountants import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["DPSGDLinearRegression", "DPSGDLogisticRegression"]

@@ -27,7 +27,7 @@ import numpy as np
 from pubsubml.learners.dpsgd_base import AUTO, _DPSGDBase, fit_many
 from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS, DPSGDDefaults
 from pubsubml.learners.dpsgd_tasks import _DPSGDClassifier, _DPSGDRegressor
-from pubsubml.privacy.accountant import DEFAULT_DELTA
+from pubsubml.privacy.accountants import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["TABLE4_HYPERPARAMETERS", "DPMLPClassifier", "DPMLPRegressor", "fit_many"]

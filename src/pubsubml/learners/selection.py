@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 from pubsubml.errors import InvalidPrivacyParameterError, PrivacyError
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.learners.dpsgd_base import _DPSGDBase
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mechanisms import gaussian_mechanism
 from pubsubml.privacy.noise import SecureRandom, check_noise_seed
@@ -311,9 +311,7 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         score_event = DPEvent(mechanism="gaussian", noise_multiplier=float(sigma))
         selection = repeat_and_select_event([*train_events, score_event], mean=mean, shape=shape)
         accountant = str(self.estimator.get_params().get("accountant", "pld"))
-        epsilon = compute_epsilon(
-            [selection], delta, backend="rdp" if accountant == "rdp" else "pld"
-        )
+        epsilon = release_epsilon([selection], delta, "rdp" if accountant == "rdp" else "pld")
 
         seeded = check_noise_seed(self.noise_seed) == "seeded"
         rng = np.random.default_rng(self.random_state)

@@ -2,7 +2,9 @@
 
 Every release is a :class:`DPEvent` (a private selection over several runs is one
 ``repeat_and_select`` event, :func:`repeat_and_select_event`); ε is always computed by an
-accountant from what actually ran (pubsub-ml.txt §3.1), and a site's releases are charged to its
+accountant (:mod:`pubsubml.privacy.accountants`) from what actually ran, through
+:func:`release_epsilon` (pubsub-ml.txt §3.1).  The DP-SGD engine that trains models is
+:mod:`pubsubml.privacy.dpsgd`.  A site's releases are charged to its
 :class:`PrivacyLedger`, which composes them sequentially within a data chunk and in parallel
 across disjoint chunks (pubsub-ml.txt §3.1 Theorem 1, §6.2 Theorems 5–6).
 """
@@ -14,18 +16,13 @@ from typing import TYPE_CHECKING
 from pubsubml.lazy import attach
 
 if TYPE_CHECKING:
-    from pubsubml.privacy.accountant import (
-        DEFAULT_DELTA,
-        PLDPrivacyAccountant,
-        PrivacyAccountant,
-        RDPPrivacyAccountant,
-        check_delta,
-        check_epsilon,
-        compute_epsilon,
-        create_accountant,
-        pld_discretization_interval,
-        register_accountant,
-    )
+    from pubsubml.privacy.accountants.accountant import PrivacyAccountant
+    from pubsubml.privacy.accountants.parameters import DEFAULT_DELTA, check_delta, check_epsilon
+    from pubsubml.privacy.accountants.pld import PLDPrivacyAccountant, pld_discretization_interval
+    from pubsubml.privacy.accountants.pure import PurePrivacyAccountant
+    from pubsubml.privacy.accountants.rdp import RDPPrivacyAccountant
+    from pubsubml.privacy.accountants.registry import create_accountant, register_accountant
+    from pubsubml.privacy.accountants.release import compute_epsilon, release_epsilon
     from pubsubml.privacy.calibration import calibrate_noise
     from pubsubml.privacy.events import DPEvent, Mechanism
     from pubsubml.privacy.ledger import PrivacyLedger, Release
@@ -39,6 +36,7 @@ __all__ = [
     "PLDPrivacyAccountant",
     "PrivacyAccountant",
     "PrivacyLedger",
+    "PurePrivacyAccountant",
     "RDPPrivacyAccountant",
     "Release",
     "calibrate_noise",
@@ -51,6 +49,7 @@ __all__ = [
     "laplace_mechanism",
     "pld_discretization_interval",
     "register_accountant",
+    "release_epsilon",
     "repeat_and_select_event",
     "sample_repetitions",
 ]

@@ -1,7 +1,7 @@
 """Noise calibration: the smallest DP-SGD noise multiplier that meets an (ε, δ) target.
 
 :func:`calibrate_noise` solves ε(σ) = ε* for the Poisson-subsampled Gaussian mechanism run ``steps``
-times, where ε(σ) is exactly what :func:`~pubsubml.privacy.accountant.compute_epsilon` will report
+times, where ε(σ) is exactly what :func:`~pubsubml.privacy.accountants.release.release_epsilon` will report
 for the run, so training with the returned σ never overshoots the budget.
 
 The search works in log-log space, where ε(σ) is nearly linear, and spends the expensive accountant
@@ -26,20 +26,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pubsubml.errors import InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import (
-    _INTEGER_ORDERS,
-    PLD_RESOLUTION,
-    _group,
-    _nice_interval,
-    _pld_epsilon,
-    _rdp_epsilon,
-    check_delta,
-    check_epsilon,
-    compute_epsilon,
-)
+from pubsubml.privacy.accountants.composition import group_events
+from pubsubml.privacy.accountants.parameters import check_delta, check_epsilon
+from pubsubml.privacy.accountants.pld import PLD_RESOLUTION, nice_interval, pld_epsilon
+from pubsubml.privacy.accountants.rdp import INTEGER_ORDERS, rdp_epsilon
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.events import DPEvent
 
 __all__ = ["calibrate_noise"]
@@ -56,13 +51,23 @@ _MAX_FINE = 12
 _SIGMA_MIN, _SIGMA_MAX = 1e-3, 1e6
 
 
-def _event(sigma: float, sample_rate: float, steps: int) -> DPEvent:
-    return DPEvent(
-        mechanism="subsampled_gaussian",
-        noise_multiplier=sigma,
-        sample_rate=sample_rate,
-        count=steps,
-    )
+@dataclass(frozen=True)
+class _Run:
+    """The DP-SGD run σ is calibrated for, and its target ε* at δ."""
+
+    target: float
+    delta: float
+    sample_rate: float
+    steps: int
+
+    def event(self, sigma: float) -> DPEvent:
+        """The run's subsampled-Gaussian event at noise multiplier σ."""
+        return DPEvent(
+            mechanism="subsampled_gaussian",
+            noise_multiplier=sigma,
+            sample_rate=self.sample_rate,
+            count=self.steps,
+        )
 
 
 def _gap(eps: float, target: float) -> float:
@@ -166,6 +171,47 @@ def _finish(gap: Callable[[float], float], sigma: float, slope: float, upper: fl
     return sigma_up
 
 
+def _check_arguments(
+    target_epsilon: float, delta: float, sample_rate: float, steps: int, accountant: str
+) -> None:
+    """Raise :class:`InvalidPrivacyParameterError` on arguments :func:`calibrate_noise` refuses."""
+    check_epsilon(target_epsilon)
+    check_delta(delta)
+    if isinstance(sample_rate, bool) or not 0.0 < sample_rate <= 1.0:
+        raise InvalidPrivacyParameterError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InvalidPrivacyParameterError(f"steps must be an int >= 1, got {steps!r}")
+    if accountant not in _MODEL_LEVELS:
+        raise InvalidPrivacyParameterError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
+
+
+def _rdp_upper_sigma(run: _Run) -> tuple[float, float]:
+    """Stage 1: σ and the slope d ln ε / d ln σ by RDP over integer orders (closed form, an
+    upper bound of both reporting accountants, so σ is feasible for either)."""
+
+    def rdp_int_gap(sigma: float) -> float:
+        return _gap(rdp_epsilon((run.event(sigma),), run.delta, INTEGER_ORDERS), run.target)
+
+    return _solve(rdp_int_gap, _bracket(rdp_int_gap, 1.0), rtol=1e-3, gtol=1e-2)
+
+
+def _refine_on_coarse_plds(
+    run: _Run, sigma: float, slope: float, accountant: str
+) -> tuple[float, float]:
+    """Stage 2: σ and slope on model PLDs, on grids 100× then 10× coarser than the reporting one
+    (cheap, pessimistic); unchanged for the RDP accountant, which has no model stage."""
+    for factor, step_factor, gtol in _MODEL_LEVELS[accountant]:
+        grid = nice_interval(run.target, PLD_RESOLUTION * factor)
+
+        def model_gap(sigma: float, grid: float = grid) -> float:
+            events = group_events([run.event(sigma)])
+            return _gap(pld_epsilon(events, run.delta, grid), run.target)
+
+        bracket = _bracket(model_gap, sigma, step_factor)
+        sigma, slope = _solve(model_gap, bracket, rtol=1e-3, gtol=gtol)
+    return sigma, slope
+
+
 def calibrate_noise(
     target_epsilon: float,
     delta: float,
@@ -191,7 +237,7 @@ def calibrate_noise(
     Returns
     -------
     float
-        σ with ``compute_epsilon([event], delta, backend=accountant) <= target_epsilon`` for the
+        σ with ``release_epsilon([event], delta, accountant) <= target_epsilon`` for the
         subsampled-Gaussian event of the run (checked before returning).  Either the reported ε
         at σ is within 0.3% below the target, or σ·e^-0.002 (0.2% less noise) exceeds the
         target; in both cases σ is within about 0.3% of the smallest feasible σ (ε falls at
@@ -213,38 +259,15 @@ def calibrate_noise(
     --------
     >>> sigma = calibrate_noise(1.0, 1e-5, sample_rate=0.2, steps=150)
     >>> e = DPEvent(mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=0.2, count=150)
-    >>> compute_epsilon([e], 1e-5) <= 1.0
+    >>> release_epsilon([e], 1e-5) <= 1.0
     True
     """
-    check_epsilon(target_epsilon)
-    check_delta(delta)
-    if isinstance(sample_rate, bool) or not 0.0 < sample_rate <= 1.0:
-        raise InvalidPrivacyParameterError(f"sample_rate must be in (0, 1], got {sample_rate}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise InvalidPrivacyParameterError(f"steps must be an int >= 1, got {steps!r}")
-    if accountant not in _MODEL_LEVELS:
-        raise InvalidPrivacyParameterError(f"accountant must be 'pld' or 'rdp', got {accountant!r}")
-    target, q = float(target_epsilon), float(sample_rate)
+    _check_arguments(target_epsilon, delta, sample_rate, steps, accountant)
+    run = _Run(float(target_epsilon), delta, float(sample_rate), steps)
+    sigma_up, slope = _rdp_upper_sigma(run)
+    sigma, slope = _refine_on_coarse_plds(run, sigma_up, slope, accountant)
 
     def reported_gap(sigma: float) -> float:
-        eps = compute_epsilon([_event(sigma, q, steps)], delta, backend=accountant)
-        return _gap(eps, target)
+        return _gap(release_epsilon([run.event(sigma)], run.delta, accountant), run.target)
 
-    def rdp_int_gap(sigma: float) -> float:
-        return _gap(_rdp_epsilon((_event(sigma, q, steps),), delta, _INTEGER_ORDERS), target)
-
-    # 1. Upper σ from RDP over integer orders (a superset bound of both reporting accountants).
-    sigma, slope = _solve(rdp_int_gap, _bracket(rdp_int_gap, 1.0), rtol=1e-3, gtol=1e-2)
-    sigma_up = sigma
-    # 2. Model PLDs on grids 100× then 10× coarser than the reporting one (none for RDP).
-    for factor, step_factor, gtol in _MODEL_LEVELS[accountant]:
-        grid = _nice_interval(target, PLD_RESOLUTION * factor)
-
-        def model_gap(sigma: float, grid: float = grid) -> float:
-            events = _group([_event(sigma, q, steps)])
-            return _gap(_pld_epsilon(events, delta, grid), target)
-
-        bracket = _bracket(model_gap, sigma, step_factor)
-        sigma, slope = _solve(model_gap, bracket, rtol=1e-3, gtol=gtol)
-    # 3. Finish on the reporting accountant.
     return _finish(reported_gap, sigma, slope, upper=sigma_up)

@@ -79,7 +79,7 @@ class DPEvent(BaseModel):
         an ``approx_dp`` event) is relative to the sensitivity over datasets that differ by
         adding or removing one record (DP-SGD, pubsub-ml.txt §3.1 Definition 1), or by replacing
         one (diffprivlib's models, answers normalised by a known n).  Events of both relations
-        compose only after conversion (:func:`~pubsubml.privacy.accountant.compute_epsilon`).
+        compose only after conversion (:func:`~pubsubml.privacy.accountants.release.release_epsilon`).
         Left out of the JSON when ``"add_remove"``.  ``subsampled_gaussian`` and
         ``repeat_and_select`` events must be ``"add_remove"``: no accountant here handles
         Poisson subsampling under replace-one.

@@ -31,12 +31,9 @@ from pubsubml.errors import (
     InvalidPrivacyParameterError,
     PrivacyBudgetExceededError,
 )
-from pubsubml.privacy.accountant import (
-    check_delta,
-    check_epsilon,
-    compute_epsilon,
-    neighbouring_of,
-)
+from pubsubml.privacy.accountants.composition import neighbouring_of
+from pubsubml.privacy.accountants.parameters import check_delta, check_epsilon
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.events import DPEvent, Neighbouring
 
 __all__ = ["PrivacyLedger", "Release"]
@@ -109,7 +106,7 @@ class PrivacyLedger(BaseModel):
         The δ at which every ε is computed, in (0, 1).
     backend : {"pld", "rdp"}, default="pld"
         Accountant used for sequential composition (see
-        :func:`~pubsubml.privacy.accountant.compute_epsilon`).
+        :func:`~pubsubml.privacy.accountants.release.release_epsilon`).
     releases : list of Release, default=[]
         Charged releases, in order.  :meth:`charge` is the only path that checks the budget; a
         ledger built directly from a list records that history as given.
@@ -136,7 +133,7 @@ class PrivacyLedger(BaseModel):
     Releases may use either neighbouring relation (:class:`~pubsubml.privacy.events.DPEvent`):
     once one release is replace-one (a diffprivlib model, an answer normalised by a known n),
     every ε the ledger reports holds for replace-one neighbours, the add/remove releases being
-    converted (:func:`~pubsubml.privacy.accountant.compute_epsilon`); :meth:`neighbouring` says
+    converted (:func:`~pubsubml.privacy.accountants.release.release_epsilon`); :meth:`neighbouring` says
     which.
 
     Examples
@@ -216,7 +213,7 @@ class PrivacyLedger(BaseModel):
                 chunks.setdefault(label, list(whole)).extend(release.events)
         groups = {tuple(events) for events in chunks.values()} if chunks else {tuple(whole)}
         return max(
-            (compute_epsilon(group, self.delta, backend=self.backend) for group in groups if group),
+            (release_epsilon(group, self.delta, self.backend) for group in groups if group),
             default=0.0,
         )
 

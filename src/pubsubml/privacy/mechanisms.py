@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import check_epsilon
+from pubsubml.privacy.accountants.parameters import check_epsilon
 from pubsubml.privacy.events import DPEvent, Neighbouring
 from pubsubml.privacy.noise import SecureRandom
 

@@ -13,7 +13,7 @@ from pubsubml.experiments.stacking.experiments import (
     quantity_task,
     vertical_task,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 

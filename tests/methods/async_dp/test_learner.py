@@ -19,7 +19,7 @@ from pubsubml.methods.async_dp.learner import (
 from pubsubml.methods.async_dp.oracle import SquaredLossOracle
 from pubsubml.methods.async_dp.simulation import simulate_async_dp
 from pubsubml.methods.async_dp.theory import gradient_norm_bound, project
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import Release
 

@@ -20,7 +20,7 @@ from pubsubml.methods.federated import (
     FederatedMLP,
     min_epsilon,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SCHEMA = hyperplane_schema(3)

@@ -11,7 +11,7 @@ from pubsubml.errors import InvalidPrivacyParameterError
 from pubsubml.methods.federated.dp import CentralDP, LocalDP, noise_multipliers
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm
 from pubsubml.methods.federated.strategies import FedAvg, FedProx
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 

@@ -21,7 +21,7 @@ from pubsubml.methods.flower.records import (
     events_from_json,
     params_from_record,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.sites import Site
 

@@ -14,7 +14,7 @@ from pubsubml.hub import LocalHub
 from pubsubml.learners.dpsgd_base import centred
 from pubsubml.methods.flower.client_app import DPClientConfig
 from pubsubml.methods.flower.model import FlowerMLP, build
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.sites import Site

@@ -11,7 +11,7 @@ from pubsubml.data.dataset import Dataset
 from pubsubml.methods.flower.client_app import DPClientConfig, dp_client_app
 from pubsubml.methods.flower.server_app import FlowerRun, check_publishable, dp_server_app
 from pubsubml.methods.flower.simulation import run_local_simulation
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.registry.client import RegistryClient
 from pubsubml.registry.database import Database

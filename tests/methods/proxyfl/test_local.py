@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError
 from pubsubml.methods.proxyfl.local import ClientCohort, DMLConfig, mlp_factory
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -15,7 +15,7 @@ from pubsubml.errors import DataValidationError
 from pubsubml.methods.proxyfl.models import private_factory
 from pubsubml.methods.proxyfl.peers import launch, write_client_data
 from pubsubml.methods.proxyfl.protocol import DMLConfig, ProxyFL, WeakPrivacyWarning
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from pubsubml.methods.proxyfl.peers import free_port, write_client_data
 from pubsubml.methods.proxyfl.peers_process import run_comm_bench, run_peer
 from pubsubml.methods.proxyfl.protocol import DMLConfig
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 
 

@@ -24,7 +24,7 @@ from pubsubml.methods.proxyfl.baselines import create_method
 from pubsubml.methods.proxyfl.local import ClientCohort, mlp_factory
 from pubsubml.methods.proxyfl.protocol import DMLConfig, ProxyFL, WeakPrivacyWarning, warn_if_weak
 from pubsubml.methods.proxyfl.pushsum import SimulatedPushSum
-from pubsubml.privacy.accountant import compute_epsilon, pld_discretization_interval
+from pubsubml.privacy.accountants import compute_epsilon, pld_discretization_interval
 from pubsubml.privacy.events import DPEvent
 
 

@@ -13,7 +13,7 @@ from pubsubml.errors import (
     InvalidPrivacyParameterError,
     PrivacyBudgetExceededError,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import ADMIN, Principal

@@ -23,7 +23,7 @@ from pubsubml.errors import (
     SignatureError,
     UntrustedArtifactError,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.registry.auth import ADMIN, Principal
 from pubsubml.registry.database import Database
 from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pubsubml.errors import DataValidationError, NotFoundError, PermissionDeniedError
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import ADMIN, Principal

@@ -41,7 +41,7 @@ from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.heart_disease.splits import flamby_frame
 from pubsubml.experiments.reports import markdown_table, write_results
 from pubsubml.experiments.runner import Record
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.schema import FeatureSchema
 
 __all__ = [

@@ -48,7 +48,7 @@ from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.outputs import OwnModel
 from pubsubml.methods.pubsub.own import OwnLearner
-from pubsubml.privacy.accountant import DEFAULT_DELTA
+from pubsubml.privacy.accountants import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = [

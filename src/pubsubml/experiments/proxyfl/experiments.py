@@ -40,7 +40,7 @@ from pubsubml.methods.proxyfl.baselines import create_method
 from pubsubml.methods.proxyfl.local import client_seed
 from pubsubml.methods.proxyfl.models import private_factory
 from pubsubml.methods.proxyfl.protocol import ClientCohort, DMLConfig, WeakPrivacyWarning
-from pubsubml.privacy.accountant import PrivacyAccountant
+from pubsubml.privacy.accountants import create_accountant
 from pubsubml.privacy.dpsgd import train_dp
 
 __all__ = [
@@ -327,7 +327,7 @@ def run_regular_models(
             torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         )
         gens.append(torch.Generator().manual_seed(client_seed(seed, k)))
-        accountants.append(PrivacyAccountant())
+        accountants.append(create_accountant("pld"))
     predictor, rows = _Modules(modules), []
     base = {"method": "Regular", "dataset": split.name, **(tags or {})}
     for t in range(rounds):

@@ -37,7 +37,7 @@ from pubsubml.experiments.stacking.models import (
 )
 from pubsubml.experiments.stacking.protocol import evaluate_federation
 from pubsubml.methods.stacking.personalizer import release_dp_defaults
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
 
 __all__ = [

@@ -44,7 +44,7 @@ from pubsubml.methods.async_dp.theory import (
     project,
     step_sizes,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.privacy.mechanisms import laplace_mechanism

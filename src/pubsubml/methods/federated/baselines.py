@@ -22,7 +22,7 @@ from typing import Any, Self
 from pubsubml.errors import InvalidPrivacyParameterError
 from pubsubml.methods.federated.rounds import Client, FederatedMLP
 from pubsubml.methods.federated.strategies import FedAdam, FedAvg, FedProx
-from pubsubml.privacy.accountant import check_epsilon
+from pubsubml.privacy.accountants import check_epsilon
 
 __all__ = ["DPFedAdam", "DPFedAvg", "DPFedProx", "min_epsilon"]
 

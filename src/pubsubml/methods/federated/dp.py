@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm, LocalTraining, Strategy
-from pubsubml.privacy.accountant import PrivacyAccountant
+from pubsubml.privacy.accountants import PrivacyAccountant, create_accountant
 from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mlp_stack import GradHook
@@ -93,7 +93,7 @@ class LocalDP:
 
     def __init__(self, train: LocalTraining, n_clients: int, backend: Backend) -> None:
         self.train = train
-        self.accountants = [PrivacyAccountant(backend=backend) for _ in range(n_clients)]
+        self.accountants = [create_accountant(backend) for _ in range(n_clients)]
 
     def __call__(
         self,
@@ -191,7 +191,7 @@ class CentralDP(Strategy):
         self.noise_multiplier = noise_multiplier
         self.clip_norm = float(clip_norm)
         self.n_clients = n_clients
-        self.accountant = PrivacyAccountant(backend=backend)
+        self.accountant = create_accountant(backend)
         self._noise = torch.Generator().manual_seed(seed * 1_000_003 + 7)
 
     def sample(self, n_clients: int, rounds: int, seed: int) -> list[np.ndarray]:

@@ -55,7 +55,7 @@ from pubsubml.methods.federated.loop import (
     participation,
     run_federation,
 )
-from pubsubml.privacy.accountant import DEFAULT_DELTA, check_delta
+from pubsubml.privacy.accountants import DEFAULT_DELTA, check_delta
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema

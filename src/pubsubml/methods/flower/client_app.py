@@ -50,7 +50,7 @@ from pubsubml.methods.flower.records import (
     params_to_record,
     state_record,
 )
-from pubsubml.privacy.accountant import DEFAULT_DELTA, check_delta, check_epsilon, compute_epsilon
+from pubsubml.privacy.accountants import DEFAULT_DELTA, check_delta, check_epsilon, compute_epsilon
 from pubsubml.privacy.calibration import calibrate_noise
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, train_dp_stacked
 from pubsubml.privacy.events import DPEvent

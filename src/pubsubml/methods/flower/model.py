@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator
 
 from pubsubml.learners.dpsgd_base import fold_input_center
 from pubsubml.methods.federated.finetune import GlobalModelMixin
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import FeatureSchema

@@ -45,7 +45,7 @@ from pubsubml.methods.flower.records import (
     params_from_record,
     params_to_record,
 )
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.privacy.events import DPEvent
 

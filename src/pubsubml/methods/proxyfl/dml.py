@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from pubsubml.errors import InvalidPrivacyParameterError
-from pubsubml.privacy.accountant import check_delta
+from pubsubml.privacy.accountants import check_delta
 from pubsubml.privacy.dpsgd import DPSGDConfig, Loss
 
 __all__ = ["DMLConfig", "PrivateFactory", "client_seed", "dml_proxy_loss", "mlp_factory"]

@@ -56,7 +56,7 @@ from pubsubml.methods.proxyfl.dml import (
     dml_proxy_loss,
     mlp_factory,
 )
-from pubsubml.privacy.accountant import PrivacyAccountant, check_delta, compute_epsilon
+from pubsubml.privacy.accountants import check_delta, compute_epsilon, create_accountant
 from pubsubml.privacy.dpsgd import Loss, MLPStack, init_mlp, poisson_sample
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mlp_stack import CanaryGradients
@@ -176,7 +176,7 @@ class ClientCohort:
                         module.parameters(), lr=config.lr, weight_decay=config.weight_decay
                     )
                 )
-        self.accountants = [PrivacyAccountant(backend="pld") for _ in self.client_ids]
+        self.accountants = [create_accountant("pld") for _ in self.client_ids]
         self.push_weights = torch.ones(S, dtype=torch.float32)
         self.active = torch.ones(S, dtype=torch.bool)
         self.rounds_trained = [0] * S

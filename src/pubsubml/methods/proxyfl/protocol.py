@@ -50,7 +50,7 @@ from pubsubml.methods.proxyfl.local import (
     mlp_factory,
 )
 from pubsubml.methods.proxyfl.pushsum import SimulatedPushSum
-from pubsubml.privacy.accountant import compute_epsilon
+from pubsubml.privacy.accountants import compute_epsilon
 
 __all__ = [
     "WEAK_EPSILON",

@@ -251,7 +251,7 @@ def _grouped_releases(
 
     A group of ``n`` releases with the same events and scope stands as one release whose events
     count ``n`` times as often.  The accountant merges events that differ only in their count
-    (:func:`~pubsubml.privacy.accounting_math._group`, in order of first occurrence), and groups
+    (:func:`~pubsubml.privacy.accountants.composition.group_events`, in order of first occurrence), and groups
     come in the order of their first release, so every chunk composes exactly the events, in
     the order, that the releases one by one give: the same ε, to the last digit.  The database
     does the grouping, so a site's thousands of releases cost a few rows here.

@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.artifacts.privacy_record import account_epsilon
 from pubsubml.errors import DataValidationError, PubsubmlError
-from pubsubml.privacy.accountant import compute_epsilon, neighbouring_of
+from pubsubml.privacy.accountants.composition import neighbouring_of
+from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.api.deps import MAX_CURSOR
 from pubsubml.registry.auth import Principal
@@ -221,18 +221,15 @@ def models_page(session: Session, principal: Principal, filters: ModelFilters) -
 def recompute_epsilon(card: ModelCard) -> float:
     """ε of the card's DP events at the card's δ, by the accountant.
 
-    δ in (0, 1): :func:`~pubsubml.privacy.accountant.compute_epsilon` (PLD); δ = 0 (pure ε-DP
-    events only): basic composition, as the registry does at publish time.
+    :func:`~pubsubml.privacy.accountants.release.release_epsilon`, as the registry does at
+    publish time: PLD at δ in (0, 1); basic composition at δ = 0 (pure ε-DP events only).
 
     Raises
     ------
     PubsubmlError
         The events cannot be accounted at that δ.
     """
-    events = list(card.privacy.events)
-    if card.privacy.delta == 0.0:
-        return account_epsilon(events, 0.0, "pure")
-    return float(compute_epsilon(events, card.privacy.delta))
+    return release_epsilon(list(card.privacy.events), card.privacy.delta)
 
 
 def model_page(session: Session, principal: Principal, model_id: str) -> dict[str, Any]:

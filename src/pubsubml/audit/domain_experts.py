@@ -53,9 +53,8 @@ from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
 from pubsubml.methods.federated.loop import LocalTraining, run_federation
 from pubsubml.methods.federated.strategies import FedSGD
 from pubsubml.privacy.accountants import compute_epsilon
-from pubsubml.privacy.dpsgd import init_mlp
+from pubsubml.privacy.dpsgd import CanaryGradients, init_mlp
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import CanaryGradients
 
 __all__ = ["EXPERTS_VARIANTS", "audit_domain_experts"]
 

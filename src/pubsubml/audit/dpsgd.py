@@ -4,7 +4,7 @@ What is audited is the DP-SGD engine as the learners run it: the estimator
 (:class:`~pubsubml.learners.mlp.DPMLPClassifier` or
 :class:`~pubsubml.learners.dpsgd_linear.DPSGDLogisticRegression`) resolves its hyperparameters
 and calibrates σ for the training set exactly as ``fit`` does, then the run goes through the
-engine's fast stacked path (:func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`, what ``fit``
+engine's fast stacked path (:func:`~pubsubml.privacy.dpsgd.stacked.train_dp_stacked`, what ``fit``
 calls) or its generic ``torch.func`` path (:func:`~pubsubml.privacy.dpsgd.train_dp`).
 
 Canaries (Steinke, Nasr & Jagielski, NeurIPS 2023, §6):
@@ -55,8 +55,14 @@ from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
 from pubsubml.learners.mlp import DPMLPClassifier
 from pubsubml.privacy.accountants import compute_epsilon
-from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, init_mlp, train_dp
-from pubsubml.privacy.mlp_stack import train_dp_stacked
+from pubsubml.privacy.dpsgd import (
+    DPSGDConfig,
+    MLPStack,
+    TrainResult,
+    init_mlp,
+    train_dp,
+    train_dp_stacked,
+)
 from pubsubml.privacy.noise import SecureNoise
 
 __all__ = [

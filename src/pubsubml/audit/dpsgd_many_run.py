@@ -5,7 +5,7 @@ number of canaries (Steinke, Nasr & Jagielski, NeurIPS 2023, Appendix D; see
 :mod:`~pubsubml.audit.bounds`).  The classic many-run audit has no such cap, only a price: a perfect
 test on ``N`` runs per side reaches about ``log(N / 3.7)``, so ε = 8 takes some 48,000 runs per
 side (:func:`~pubsubml.audit.guesses.runs_to_refute`).  They are affordable here because the
-engine's stacked path (:func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`, what the learners'
+engine's stacked path (:func:`~pubsubml.privacy.dpsgd.stacked.train_dp_stacked`, what the learners'
 ``fit`` runs) trains thousands of independent sites in one batched computation, each with its own
 generator for sampling and noise: every site is one run.
 
@@ -40,9 +40,8 @@ from pubsubml.audit.guesses import dirac_scores, many_run_bound, runs_to_refute
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.privacy.accountants import compute_epsilon
-from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp
+from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import train_dp_stacked
 
 __all__ = ["MIN_RUNS", "audit_dpsgd_many_run"]
 

@@ -28,9 +28,8 @@ from pubsubml.methods.domain_experts.gate import (
     mixture_output,
 )
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm
-from pubsubml.privacy.dpsgd import poisson_sample
+from pubsubml.privacy.dpsgd import CanaryGradients, poisson_sample
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import CanaryGradients
 
 __all__ = ["Split", "Users", "local_round", "user_step"]
 

@@ -31,8 +31,8 @@ from torch import Tensor
 from pubsubml.methods.federated.loop import ClientUpdates, LocalTerm, LocalTraining, Strategy
 from pubsubml.privacy.accountants import PrivacyAccountant, create_accountant
 from pubsubml.privacy.calibration import calibrate_noise
+from pubsubml.privacy.dpsgd import GradHook
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import GradHook
 
 __all__ = ["CentralDP", "LocalDP", "noise_multipliers", "privatize"]
 

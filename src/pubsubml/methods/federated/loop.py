@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pubsubml.privacy.dpsgd import GradHook
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import GradHook
 
 __all__ = [
     "ClientUpdates",
@@ -151,7 +151,7 @@ class Strategy(ABC):
 
     def local_term(self, center: Tensor) -> GradHook | None:
         """A data-independent term for the local gradients (the global model flat as (1, P), see
-        :func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`); none here."""
+        :func:`~pubsubml.privacy.dpsgd.stacked.train_dp_stacked`); none here."""
         return None
 
     @abstractmethod

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from pubsubml.methods.federated.loop import Strategy
-from pubsubml.privacy.mlp_stack import GradHook
+from pubsubml.privacy.dpsgd import GradHook
 
 __all__ = ["FedAdam", "FedAvg", "FedProx", "FedSGD", "weighted_mean"]
 

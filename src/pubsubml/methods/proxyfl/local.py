@@ -57,9 +57,8 @@ from pubsubml.methods.proxyfl.dml import (
     mlp_factory,
 )
 from pubsubml.privacy.accountants import check_delta, compute_epsilon, create_accountant
-from pubsubml.privacy.dpsgd import Loss, MLPStack, init_mlp, poisson_sample
+from pubsubml.privacy.dpsgd import CanaryGradients, Loss, MLPStack, init_mlp, poisson_sample
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.mlp_stack import CanaryGradients
 
 __all__ = [
     "ClientCohort",
@@ -191,7 +190,7 @@ class ClientCohort:
         """White-box audit hooks (:mod:`pubsubml.audit.proxyfl`): canaries and released gradients.
 
         Each DP step every live client Poisson-samples its canary gradients at its rate q
-        (:class:`~pubsubml.privacy.mlp_stack.CanaryGradients`) into its sum of clipped
+        (:class:`~pubsubml.privacy.dpsgd.canaries.CanaryGradients`) into its sum of clipped
         gradients, before the noise; ``release_hook`` then sees the released noisy gradients,
         flat (S, d_θ), divided by ``q·n`` as the proxies' optimizer gets them.
 

@@ -1,15 +1,15 @@
 """The fast DP-SGD path: ``S`` multilayer perceptrons trained at once, one per site.
 
-The ``S`` networks are an :class:`~pubsubml.privacy.mlp_stack_math.MLPStack` (parameters stacked
+The ``S`` networks are an :class:`~pubsubml.privacy.dpsgd.mlp_stack.MLPStack` (parameters stacked
 along a leading site dimension, per-sample gradients clipped without materialising them: "ghost
 clipping").  :func:`train_dp_stacked` draws for every site exactly what
-:func:`~pubsubml.privacy.dpsgd.train_dp` draws (see :mod:`pubsubml.privacy.dpsgd` for the
+:func:`~pubsubml.privacy.dpsgd.generic.train_dp` draws (see :mod:`pubsubml.privacy.dpsgd` for the
 randomness protocol), and its optimizer is ``S`` independent copies of torch's Adam or SGD (both
 are elementwise).
 
 Notes
 -----
-The guarantee holds for what each :class:`~pubsubml.privacy.dpsgd_spec.TrainResult` reports
+The guarantee holds for what each :class:`~pubsubml.privacy.dpsgd.config.TrainResult` reports
 (steps, sample rate, σ, C) and for add/remove-one neighbours; compute ε from its ``events``.  It
 holds against an adversary who cannot know the noise only when the noise comes from
 :class:`~pubsubml.privacy.noise.SecureNoise` (``noise=``); the default draws from the seeded
@@ -30,18 +30,13 @@ import torch
 from torch import Tensor
 
 from pubsubml.errors import DataValidationError
-from pubsubml.privacy.dpsgd_spec import (
-    _CLIP_EPS,
-    DPSGDConfig,
-    Loss,
-    TrainResult,
-    _check_data,
-    _loss,
-)
-from pubsubml.privacy.mlp_stack_math import MLPStack, _Scratch
+from pubsubml.privacy.dpsgd.canaries import CanaryGradients, check_canaries
+from pubsubml.privacy.dpsgd.config import DPSGDConfig, TrainResult, _check_data
+from pubsubml.privacy.dpsgd.functions import Loss, _loss
+from pubsubml.privacy.dpsgd.mlp_stack import MLPStack, _Scratch
 from pubsubml.privacy.noise import NoiseSource, SeededNoise
 
-__all__ = ["CanaryGradients", "MLPStack", "train_dp_stacked"]
+__all__ = ["GradHook", "train_dp_stacked"]
 
 #: ``grad_hook(params, grad)``: flat (S, P) parameters and step gradient; edits ``grad`` in place.
 GradHook = Callable[[Tensor, Tensor], None]
@@ -190,41 +185,63 @@ def train_dp_stacked(
     >>> [(r.steps, r.sample_rate) for r in res]
     [(8, 0.25), (12, 0.16666666666666666)]
     """
-    S = stack.n_sites
-    cfgs = [configs] * S if isinstance(configs, DPSGDConfig) else list(configs)
-    if not len(cfgs) == len(Xs) == len(ys) == len(generators) == S:
-        raise ValueError(f"{S} stacked sites need {S} configs, X, y and generators")
-    sources = [SeededNoise(g) for g in generators] if noise is None else list(noise)
-    if len(sources) != S or not all(isinstance(src, NoiseSource) for src in sources):
-        raise ValueError(f"{S} stacked sites need {S} noise sources")
-    if len({(c.optimizer, c.private) for c in cfgs}) != 1:
-        raise ValueError("all sites of a stack must share the optimizer and the privacy setting")
+    cfgs, sources = _site_settings(stack.n_sites, configs, Xs, ys, generators, noise)
     X_pad, y_pad, ns = _pad(Xs, ys)
-    canaries = _check_canaries(canary_gradients, stack, cfgs[0].private)
+    canaries = check_canaries(canary_gradients, stack, cfgs[0].private)
     totals = [n + (0 if c is None else c.shape[0]) for n, c in zip(ns, canaries, strict=True)]
     qs = [c.sample_rate_for(n) for c, n in zip(cfgs, totals, strict=True)]
     steps = [c.steps_for(n) for c, n in zip(cfgs, totals, strict=True)]
     opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
     lossf = _loss(loss)
     if cfgs[0].private:
+        with_canaries = canaries if any(c is not None for c in canaries) else None
         sizes = _run_private(
-            stack,
-            opt,
-            X_pad,
-            y_pad,
-            ns,
-            qs,
-            steps,
-            cfgs,
-            sources,
-            lossf,
-            grad_hook,
-            canaries if any(c is not None for c in canaries) else None,  # no per-step loop
+            stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, sources, lossf, grad_hook, with_canaries
         )
     else:
         sizes = _run_minibatch(
             stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, lossf, grad_hook
         )
+    return _results(stack, cfgs, qs, steps, sizes, sources)
+
+
+def _site_settings(
+    n_sites: int,
+    configs: DPSGDConfig | Sequence[DPSGDConfig],
+    Xs: Sequence[Tensor],
+    ys: Sequence[Tensor],
+    generators: Sequence[torch.Generator],
+    noise: Sequence[NoiseSource] | None,
+) -> tuple[list[DPSGDConfig], list[NoiseSource]]:
+    """Each site's config and noise source, checked against the number of sites.
+
+    Raises
+    ------
+    ValueError
+        Lengths that do not match ``n_sites``, or configs that mix optimizers or privacy.
+    """
+    cfgs = [configs] * n_sites if isinstance(configs, DPSGDConfig) else list(configs)
+    if not len(cfgs) == len(Xs) == len(ys) == len(generators) == n_sites:
+        raise ValueError(f"{n_sites} stacked sites need {n_sites} configs, X, y and generators")
+    sources: list[NoiseSource] = (
+        [SeededNoise(g) for g in generators] if noise is None else list(noise)
+    )
+    if len(sources) != n_sites or not all(isinstance(src, NoiseSource) for src in sources):
+        raise ValueError(f"{n_sites} stacked sites need {n_sites} noise sources")
+    if len({(c.optimizer, c.private) for c in cfgs}) != 1:
+        raise ValueError("all sites of a stack must share the optimizer and the privacy setting")
+    return cfgs, sources
+
+
+def _results(
+    stack: MLPStack,
+    cfgs: Sequence[DPSGDConfig],
+    qs: Sequence[float],
+    steps: Sequence[int],
+    sizes: Tensor,
+    sources: Sequence[NoiseSource],
+) -> list[TrainResult]:
+    """What each site's run did, with its trained model as an ``nn.Sequential``."""
     private = cfgs[0].private
     return [
         TrainResult(
@@ -239,88 +256,6 @@ def train_dp_stacked(
         )
         for s, m in enumerate(stack.to_modules())
     ]
-
-
-def _check_canaries(
-    canary_gradients: Sequence[Tensor | None] | None, stack: MLPStack, private: bool
-) -> list[Tensor | None]:
-    """Validate per-site canary gradients: (m_s, P) float tensors of a private run, or None."""
-    if canary_gradients is None:
-        return [None] * stack.n_sites
-    canaries = list(canary_gradients)
-    if len(canaries) != stack.n_sites:
-        raise ValueError(f"{stack.n_sites} stacked sites need {stack.n_sites} canary entries")
-    if not private and any(c is not None for c in canaries):
-        raise ValueError("canary gradients audit a private run; this one is not private")
-    P = stack.flat.shape[1]
-    for c in canaries:
-        if c is not None and (c.ndim != 2 or c.shape[1] != P or not bool(c.isfinite().all())):
-            raise DataValidationError(f"canary gradients must be finite, of shape (m, {P})")
-    return [None if c is None else c.to(torch.float32) for c in canaries]
-
-
-class CanaryGradients:
-    """Audit canaries: each site's canary gradients, clipped once, added to its clipped sum.
-
-    A privacy audit (:mod:`pubsubml.audit`) inserts records whose per-sample gradient it chooses
-    (Steinke, Nasr & Jagielski, NeurIPS 2023, §6, Dirac canaries).  Each step every running
-    site Poisson-samples its canaries at its rate q from its own noise source (one mask of
-    ``m_s`` per step, after the site's other draws for the step's records) and adds their clipped
-    gradients to its sum of clipped per-sample gradients, before the noise.
-
-    Parameters
-    ----------
-    canaries : list of S (Tensor of shape (m_s, P) or None)
-        Flat per-sample gradients of each site's canaries.
-    clip : Tensor of shape (S,)
-        Each site's clip norm C.
-    """
-
-    def __init__(self, canaries: list[Tensor | None], clip: Tensor) -> None:
-        self.counts = [0 if c is None else int(c.shape[0]) for c in canaries]
-        S, m = len(canaries), max(self.counts)
-        P = next(c.shape[1] for c in canaries if c is not None)
-        self.clipped = torch.zeros(S, m, P)
-        for s, c in enumerate(canaries):
-            if c is not None and c.shape[0]:
-                factor = (clip[s] / (c.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
-                self.clipped[s, : c.shape[0]] = c * factor
-        self.chosen = torch.zeros(S, m, dtype=torch.bool)  # padding stays False: never sampled
-
-    def add(
-        self,
-        grad: Tensor,
-        running: Sequence[int],
-        q: Sequence[float] | Tensor,
-        sources: Sequence[NoiseSource | torch.Generator],
-        sizes: Tensor | None = None,
-    ) -> None:
-        """Poisson-sample each running site's canaries and add their clipped gradients.
-
-        Parameters
-        ----------
-        grad : Tensor of shape (S, P)
-            The sites' sums of clipped gradients, updated in place.
-        running : sequence of int
-            The sites that take this step.
-        q : sequence of S float, or Tensor of shape (S,)
-        sources : sequence of S NoiseSource or torch.Generator
-            A generator stands for ``SeededNoise(generator)`` (a simulation).
-        sizes : Tensor of shape (S,), optional
-            Batch sizes, incremented by the canaries sampled.
-        """
-        chosen = self.chosen
-        chosen.zero_()
-        for s in running:
-            m = self.counts[s]
-            if m:
-                source = sources[s]
-                if isinstance(source, torch.Generator):
-                    source = SeededNoise(source)
-                chosen[s, :m] = source.poisson_mask(m, float(q[s]))
-        if sizes is not None:
-            sizes += chosen.sum(1)
-        grad += torch.einsum("sm,smp->sp", chosen.to(grad.dtype), self.clipped)
 
 
 def _run_private(

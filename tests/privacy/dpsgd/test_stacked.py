@@ -1,4 +1,4 @@
-"""Tests of pubsubml.privacy.mlp_stack: stacked optimizer, gradient hook, canaries, errors."""
+"""Tests of pubsubml.privacy.dpsgd.stacked: stacked optimizer, gradient hook, canaries, errors."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import torch
 from torch import Tensor
 
 from pubsubml.errors import DataValidationError
-from pubsubml.privacy.dpsgd_spec import DPSGDConfig, Loss
-from pubsubml.privacy.mlp_stack import CanaryGradients, MLPStack, train_dp_stacked
+from pubsubml.privacy.dpsgd import CanaryGradients, DPSGDConfig, Loss, MLPStack, train_dp_stacked
 
 SIZES = (3, 4, 2)
 _ZERO = Loss(lambda o, y: o.sum(-1) * 0.0, lambda o, y: torch.zeros_like(o))

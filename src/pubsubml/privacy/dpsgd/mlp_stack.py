@@ -5,7 +5,7 @@ parameters stacked along a leading site dimension, and never materialises per-sa
 the per-sample gradient of a linear layer is the outer product ``g_i a_iᵀ``, so
 ``‖∇_i‖² = Σ_layers ‖g_i‖²(‖a_i‖² + 1)`` and the clipped sum is ``(c ∘ G)ᵀ A``, one batched matmul
 per layer ("ghost clipping").  The clipped sum is step 2 of DP-SGD; the noise, the sampling and
-the optimizer are :func:`~pubsubml.privacy.mlp_stack.train_dp_stacked`'s.
+the optimizer are :func:`~pubsubml.privacy.dpsgd.stacked.train_dp_stacked`'s.
 
 References
 ----------
@@ -22,13 +22,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from pubsubml.privacy.dpsgd_spec import (
-    _CLIP_EPS,
-    ACTIVATIONS,
-    Loss,
-    _activation,
-    _loss,
-)
+from pubsubml.privacy.dpsgd.config import _CLIP_EPS
+from pubsubml.privacy.dpsgd.functions import ACTIVATIONS, Loss, _activation, _loss
 
 __all__ = ["MLPStack"]
 

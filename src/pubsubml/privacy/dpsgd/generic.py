@@ -1,44 +1,17 @@
-"""DP-SGD: per-sample clipping, Gaussian noise and Poisson sampling, for one model or many at once.
+"""The generic DP-SGD path: any ``nn.Module``, per-sample gradients with ``torch.func``.
 
-Publishers train their models with DP-SGD (pubsub-ml.txt §7.2 and §8: "the DP guaranteed using
-DPSGD [1]", Abadi et al. 2016).  Each step samples every row independently with probability ``q``
-(Poisson sampling, which the accountant assumes), clips every per-sample gradient to L2 norm ``C``
-over all parameters jointly, adds N(0, σ²C²) to the sum of clipped gradients and divides by the
-*expected* batch size ``q·n`` (as Opacus does).  An epoch is ``round(1/q)`` steps.
-
-Two paths compute the clipped sum:
-
-* the generic path (:func:`per_sample_gradients`, :func:`train_dp`) works for any ``nn.Module``
-  with ``torch.func`` (vmap + grad + functional_call) and is the reference;
-* the fast path (:class:`MLPStack`, :func:`train_dp_stacked`) trains ``S`` multilayer perceptrons
-  (Linear + elementwise activation) at once, parameters stacked along a leading site dimension, and
-  never materialises per-sample gradients: the per-sample gradient of a linear layer is the outer
-  product ``g_i a_iᵀ``, so ``‖∇_i‖² = Σ_layers ‖g_i‖²(‖a_i‖² + 1)`` and the clipped sum is
-  ``(c ∘ G)ᵀ A``, one batched matmul per layer ("ghost clipping").
-
-Randomness follows one protocol in both paths, so a site's model depends only on its own sources:
-the initial weights (:func:`init_mlp`) from its generator, then per step the Poisson mask over its
-``n`` rows and the noise over all ``P`` parameters in ``module.parameters()`` order from its noise
-source (:mod:`pubsubml.privacy.noise`): :class:`~pubsubml.privacy.noise.SecureNoise` for a model
-that may be released, or by default :class:`~pubsubml.privacy.noise.SeededNoise` over the same
-generator (``rand(n) < q`` and ``randn(P)``), reproducible, for simulations.  Without privacy
-(``DPSGDConfig(private=False)``) both paths shuffle (``randperm(n)`` per epoch) into minibatches of
-``batch_size`` rows and average the unclipped gradients.  Every site of a stack has its own data
-size, sample rate, step count, noise and optimizer state; torch's Adam and SGD are elementwise, so
-the stacked optimizer is exactly ``S`` independent ones.
+:func:`per_sample_gradients` computes them (vmap + grad + functional_call),
+:func:`clip_per_sample` clips each to L2 norm ``C`` over all parameters jointly, and
+:func:`train_dp` trains a module in place: per step a Poisson sample of the rows, their clipped
+gradients summed, N(0, σ²C²) added and the sum divided by the *expected* batch size ``q·n`` (as
+Opacus does).  It is the reference of the stacked path
+(:func:`~pubsubml.privacy.dpsgd.stacked.train_dp_stacked`), which draws the same randomness
+(see :mod:`pubsubml.privacy.dpsgd` for the protocol).
 
 Notes
 -----
-The guarantee holds for what :class:`TrainResult` reports (steps, sample rate, σ, C) and for
-add/remove-one neighbours; compute ε from :attr:`TrainResult.events`.  It holds against an
-adversary who cannot know the noise: with the default seeded source (as in Opacus without
-``secure_mode``) whoever knows the seed can regenerate the noise, so a model that may leave the
-site is trained with ``noise=SecureNoise()`` (a ChaCha20 stream keyed from ``os.urandom``, noise
-hardened against floating-point attacks; the learners do this unless given a ``noise_seed``).
-
-Speed: the fast path runs small batched matmuls; on a machine whose cores are shared with other
-processes, one intra-op thread (``torch.set_num_threads(1)``) is often much faster than several,
-because idle OpenMP workers compete for the cores (see ``benchmarks/RESULTS.md``).
+The guarantee holds for what :class:`~pubsubml.privacy.dpsgd.config.TrainResult` reports
+(steps, sample rate, σ, C) and for add/remove-one neighbours; compute ε from its ``events``.
 
 References
 ----------
@@ -56,34 +29,18 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from pubsubml.errors import DataValidationError
-from pubsubml.privacy.dpsgd_spec import (
-    _CLIP_EPS,
-    ACTIVATIONS,
-    LOSSES,
-    Activation,
-    DPSGDConfig,
-    Loss,
-    TrainResult,
-    _check_data,
-    _loss,
-)
-from pubsubml.privacy.mlp_stack import MLPStack, train_dp_stacked
+from pubsubml.privacy.dpsgd.canaries import add_canaries
+from pubsubml.privacy.dpsgd.config import _CLIP_EPS, DPSGDConfig, TrainResult, _check_data
+from pubsubml.privacy.dpsgd.functions import Loss, _loss
+from pubsubml.privacy.dpsgd.mlp_stack import MLPStack
 from pubsubml.privacy.noise import NoiseSource, SeededNoise
 
 __all__ = [
-    "ACTIVATIONS",
-    "LOSSES",
-    "Activation",
-    "DPSGDConfig",
-    "Loss",
-    "MLPStack",
-    "TrainResult",
     "clip_per_sample",
     "init_mlp",
     "per_sample_gradients",
     "poisson_sample",
     "train_dp",
-    "train_dp_stacked",
 ]
 
 
@@ -104,7 +61,8 @@ def per_sample_gradients(
     x : Tensor of shape (b, ...)
     y : Tensor of shape (b,)
     loss_fn : str or Loss, default="cross_entropy"
-        A key of :data:`LOSSES` or a :class:`Loss`.
+        A key of :data:`~pubsubml.privacy.dpsgd.functions.LOSSES` or a
+        :class:`~pubsubml.privacy.dpsgd.functions.Loss`.
 
     Returns
     -------
@@ -187,22 +145,6 @@ def _shuffled(n: int, config: DPSGDConfig, generator: torch.Generator) -> tuple[
     return torch.randperm(n, generator=generator).split(config.batch_size)
 
 
-def _add_canaries(
-    summed: dict[str, Tensor], canaries: Tensor, q: float, clip: float, source: NoiseSource
-) -> int:
-    """Poisson-sample the canary records, clip their gradients, add them to ``summed``."""
-    chosen = canaries[source.poisson_mask(canaries.shape[0], q)].to(torch.float32)
-    if chosen.shape[0] == 0:
-        return 0
-    factor = (clip / (chosen.norm(dim=1, keepdim=True) + _CLIP_EPS)).clamp(max=1.0)
-    total = (chosen * factor).sum(0)
-    for (k, g), part in zip(
-        summed.items(), total.split([g.numel() for g in summed.values()]), strict=True
-    ):
-        summed[k] = g + part.view_as(g)
-    return int(chosen.shape[0])
-
-
 def train_dp(
     module: nn.Module,
     X: Tensor,
@@ -258,44 +200,107 @@ def train_dp(
     n = _check_data(X, y)
     lossf = _loss(loss)
     named = {k: p for k, p in module.named_parameters() if p.requires_grad}
-    n_params = sum(p.numel() for p in named.values())
-    if canary_gradients is not None:
-        if not config.private:
-            raise ValueError("canary gradients audit a private run; this one is not private")
-        if canary_gradients.ndim != 2 or canary_gradients.shape[1] != n_params:
-            raise DataValidationError(f"canary gradients must have shape (m, {n_params})")
-        n += canary_gradients.shape[0]
+    n += _canary_count(canary_gradients, named, config)
     q, steps = config.sample_rate_for(n), config.steps_for(n)
     if optimizer is None:
         make = torch.optim.Adam if config.optimizer == "adam" else torch.optim.SGD
         optimizer = make(list(named.values()), lr=config.lr)
-    sizes = torch.zeros(steps, dtype=torch.long)
     if not config.private:
-        batches = (b for _ in range(config.epochs) for b in _shuffled(n, config, generator))
-        for t, idx in enumerate(batches):
-            optimizer.zero_grad()
-            lossf.per_sample(module(X[idx]), y[idx]).mean().backward()
-            optimizer.step()
-            sizes[t] = len(idx)
+        sizes = _train_minibatches(module, X, y, lossf, optimizer, config, generator, n)
         return TrainResult(module, steps, q, 0.0, math.inf, False, sizes)
-    sigma, clip = config.noise_multiplier, config.max_grad_norm
-    n_data = X.shape[0]
     source = SeededNoise(generator) if noise is None else noise
-    draw = torch.empty(n_params)
-    for t in range(steps):
-        idx = source.poisson_mask(n_data, q).nonzero().squeeze(1)
-        sizes[t] = len(idx)
-        if len(idx) > 0:
-            psg = per_sample_gradients(module, named, X[idx], y[idx], lossf)
-            summed = {k: g.sum(0) for k, g in clip_per_sample(psg, clip)[0].items()}
-        else:
-            summed = {k: torch.zeros_like(p) for k, p in named.items()}
-        if canary_gradients is not None and canary_gradients.shape[0]:
-            sizes[t] += _add_canaries(summed, canary_gradients, q, clip, source)
-        source.normal_(draw)
-        for (k, p), z in zip(
-            named.items(), draw.split([p.numel() for p in named.values()]), strict=True
-        ):
-            p.grad = (summed[k] + sigma * clip * z.view_as(p)) / (q * n)
-        optimizer.step()
+    run = _PrivateRun(module, named, lossf, optimizer, config, source, q, n)
+    sizes = run.train(X, y, steps, canary_gradients)
+    sigma, clip = config.noise_multiplier, config.max_grad_norm
     return TrainResult(module, steps, q, sigma, clip, True, sizes, source.kind)
+
+
+def _canary_count(
+    canary_gradients: Tensor | None, named: Mapping[str, Tensor], config: DPSGDConfig
+) -> int:
+    """The number of canary records (0 without canaries), after checking their shape.
+
+    Raises
+    ------
+    ValueError
+        Canaries in a run that is not private.
+    DataValidationError
+        Canary gradients that are not of shape (m, P).
+    """
+    if canary_gradients is None:
+        return 0
+    n_params = sum(p.numel() for p in named.values())
+    if not config.private:
+        raise ValueError("canary gradients audit a private run; this one is not private")
+    if canary_gradients.ndim != 2 or canary_gradients.shape[1] != n_params:
+        raise DataValidationError(f"canary gradients must have shape (m, {n_params})")
+    return int(canary_gradients.shape[0])
+
+
+def _train_minibatches(
+    module: nn.Module,
+    X: Tensor,
+    y: Tensor,
+    loss: Loss,
+    optimizer: torch.optim.Optimizer,
+    config: DPSGDConfig,
+    generator: torch.Generator,
+    n: int,
+) -> Tensor:
+    """Non-private training: shuffled minibatches, unclipped gradients averaged over each batch;
+    returns the batch sizes."""
+    sizes = torch.zeros(config.steps_for(n), dtype=torch.long)
+    batches = (b for _ in range(config.epochs) for b in _shuffled(n, config, generator))
+    for t, idx in enumerate(batches):
+        optimizer.zero_grad()
+        loss.per_sample(module(X[idx]), y[idx]).mean().backward()
+        optimizer.step()
+        sizes[t] = len(idx)
+    return sizes
+
+
+class _PrivateRun:
+    """The DP-SGD steps of one private run of :func:`train_dp` (``n`` records, canaries included)."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        named: Mapping[str, Tensor],
+        loss: Loss,
+        optimizer: torch.optim.Optimizer,
+        config: DPSGDConfig,
+        source: NoiseSource,
+        q: float,
+        n: int,
+    ) -> None:
+        self.module, self.named, self.loss, self.optimizer = module, named, loss, optimizer
+        self.source, self.q, self.n = source, q, n
+        self.sigma, self.clip = config.noise_multiplier, config.max_grad_norm
+
+    def train(self, X: Tensor, y: Tensor, steps: int, canary_gradients: Tensor | None) -> Tensor:
+        """Run ``steps`` steps on the rows of ``X`` (and the canaries); returns the batch sizes."""
+        sizes = torch.zeros(steps, dtype=torch.long)
+        draw = torch.empty(sum(p.numel() for p in self.named.values()))
+        for t in range(steps):
+            idx = self.source.poisson_mask(X.shape[0], self.q).nonzero().squeeze(1)
+            sizes[t] = len(idx)
+            summed = self._clipped_sum(X[idx], y[idx])
+            if canary_gradients is not None and canary_gradients.shape[0]:
+                sizes[t] += add_canaries(summed, canary_gradients, self.q, self.clip, self.source)
+            self._noisy_step(summed, draw)
+        return sizes
+
+    def _clipped_sum(self, X: Tensor, y: Tensor) -> dict[str, Tensor]:
+        """Σ of the batch's per-sample gradients, each clipped to C (zeros for an empty batch)."""
+        if len(X) == 0:
+            return {k: torch.zeros_like(p) for k, p in self.named.items()}
+        psg = per_sample_gradients(self.module, self.named, X, y, self.loss)
+        return {k: g.sum(0) for k, g in clip_per_sample(psg, self.clip)[0].items()}
+
+    def _noisy_step(self, summed: dict[str, Tensor], draw: Tensor) -> None:
+        """Add N(0, σ²C²) to the clipped sum, divide by the expected batch q·n, step."""
+        self.source.normal_(draw)
+        sizes = [p.numel() for p in self.named.values()]
+        for (k, p), z in zip(self.named.items(), draw.split(sizes), strict=True):
+            p.grad = (summed[k] + self.sigma * self.clip * z.view_as(p)) / (self.q * self.n)
+        self.optimizer.step()

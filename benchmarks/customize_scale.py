@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         epochs=30,
         batch_size=100,
         learning_rate=1e-3,
-        target_epsilon=args.epsilon,
-        target_delta=args.delta,
+        epsilon=args.epsilon,
+        delta=args.delta,
         random_state=args.seed,
     )
     models = fit_many(config, [X for X, _ in pub_data], [y for _, y in pub_data])

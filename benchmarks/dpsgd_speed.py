@@ -298,7 +298,7 @@ def part_two(sites: int, site_rows: int, epochs: int, opacus_sites: int) -> None
             learning_rate=LR,
             noise_multiplier=SIGMA,
             max_grad_norm=CLIP,
-            target_delta=DELTA,
+            delta=DELTA,
             random_state=0,
             noise_seed=noise_seed,
         )

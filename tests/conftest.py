@@ -103,8 +103,8 @@ def hyperplane() -> dict[str, Any]:
         epochs=5,
         batch_size=100,
         learning_rate=0.01,
-        target_epsilon=1.0,
-        target_delta=1e-4,
+        epsilon=1.0,
+        delta=1e-4,
         accountant="rdp",
         random_state=0,
     )

@@ -22,8 +22,8 @@ from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils.estimator_checks import estimator_checks_generator
 
 from pubsubml.errors import DataValidationError, InvalidPrivacyParameterError, LabelError
+from pubsubml.learners.catalog import available_learners, create_learner, get_learner_spec
 from pubsubml.learners.local import privacy_guarantee
-from pubsubml.learners.registry import available_learners, create_learner, get_learner_spec
 from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.schema import Feature, FeatureSchema
@@ -101,7 +101,7 @@ def make(name: str, *, schema: bool = True, classes: list[Any] | None = CLASSES)
     if spec.task == "classification":
         wanted["classes"] = classes
     if spec.private:
-        wanted["target_epsilon"] = 1.0  # learners calibrating their noise to a target ε
+        wanted["epsilon"] = 1.0  # learners calibrating their noise to a target ε
     return _set_available(est, wanted)
 
 
@@ -126,8 +126,7 @@ def _params_equal(a: Any, b: Any) -> bool:
 
 
 def _epsilon_param(est: Any) -> str | None:
-    params = est.get_params(deep=False)
-    return next((p for p in ("epsilon", "target_epsilon") if p in params), None)
+    return "epsilon" if "epsilon" in est.get_params(deep=False) else None
 
 
 # ---- construction and parameters ---------------------------------------------------------

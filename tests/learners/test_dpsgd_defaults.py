@@ -112,7 +112,7 @@ def test_table4_preset_is_the_papers_setting() -> None:
     X, y = _data(600, 0)
 
     clf = DPMLPClassifier(
-        classes=[0, 1], target_epsilon=1.0, random_state=0, **TABLE4_HYPERPARAMETERS
+        classes=[0, 1], epsilon=1.0, random_state=0, **TABLE4_HYPERPARAMETERS
     ).fit(X, y)
 
     assert dict(TABLE4_HYPERPARAMETERS) == {

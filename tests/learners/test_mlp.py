@@ -80,8 +80,8 @@ def test_private_network_at_moderate_epsilon_beats_chance() -> None:
         epochs=10,
         batch_size=80,
         learning_rate=1e-2,
-        target_epsilon=4.0,
-        target_delta=1e-4,
+        epsilon=4.0,
+        delta=1e-4,
         random_state=0,
         noise_seed=0,
     )
@@ -221,7 +221,7 @@ def test_fit_many_is_all_or_nothing() -> None:
 
 # ---- scikit-learn integration ----------------------------------------------------------------
 def test_clone_get_set_params_round_trip() -> None:
-    clf = DPMLPClassifier(classes=["no", "yes"], target_epsilon=1.0, **FAST)
+    clf = DPMLPClassifier(classes=["no", "yes"], epsilon=1.0, **FAST)
 
     twin = clone(clf)
 
@@ -266,10 +266,10 @@ def test_same_seed_same_model_other_seed_other_model() -> None:
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        ({"target_epsilon": 0.0}, InvalidPrivacyParameterError, "epsilon"),
-        ({"target_epsilon": -1.0}, InvalidPrivacyParameterError, "epsilon"),
-        ({"target_epsilon": 1.0, "target_delta": 1 / 100}, InvalidPrivacyParameterError, "1/n"),
-        ({"target_epsilon": 1.0, "noise_multiplier": 1.0}, InvalidPrivacyParameterError, "both"),
+        ({"epsilon": 0.0}, InvalidPrivacyParameterError, "epsilon"),
+        ({"epsilon": -1.0}, InvalidPrivacyParameterError, "epsilon"),
+        ({"epsilon": 1.0, "delta": 1 / 100}, InvalidPrivacyParameterError, "1/n"),
+        ({"epsilon": 1.0, "noise_multiplier": 1.0}, InvalidPrivacyParameterError, "both"),
         ({}, InvalidPrivacyParameterError, "neither"),
         ({"noise_multiplier": 0.0}, InvalidPrivacyParameterError, "noise_multiplier"),
         (
@@ -282,7 +282,7 @@ def test_same_seed_same_model_other_seed_other_model() -> None:
             InvalidPrivacyParameterError,
             "accountant",
         ),
-        ({"dp": False, "target_epsilon": 1.0}, InvalidPrivacyParameterError, "dp=False"),
+        ({"dp": False, "epsilon": 1.0}, InvalidPrivacyParameterError, "dp=False"),
         ({"noise_multiplier": 1.0, "classes": None}, LabelError, "public label set"),
         ({"noise_multiplier": 1.0, "activation": "swish"}, ValueError, "activation"),
         ({"noise_multiplier": 1.0, "hidden_layer_sizes": (0,)}, ValueError, "hidden_layer_sizes"),

@@ -93,8 +93,8 @@ def learner_estimator(learner: Learner, epsilon: float, delta: float, seed: int)
     if learner == "mlp":
         return DPMLPClassifier(
             classes=[0, 1],
-            target_epsilon=epsilon,
-            target_delta=delta,
+            epsilon=epsilon,
+            delta=delta,
             random_state=seed,
             noise_seed=seed,
         )

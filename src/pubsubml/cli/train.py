@@ -20,7 +20,6 @@ usage), and nothing written.
 
 from __future__ import annotations
 
-import inspect
 import os
 import uuid
 from pathlib import Path
@@ -43,7 +42,7 @@ from pubsubml.cli.site import (
 
 __all__ = ["LEARNER_ALIASES", "train_command"]
 
-#: ``--learner`` short names per task, besides the registry's DP learners.
+#: ``--learner`` short names per task, besides the catalog's DP learners.
 LEARNER_ALIASES: dict[str, dict[str, str]] = {
     "dp_mlp": {"classification": "dp_mlp_classifier", "regression": "dp_mlp_regressor"},
     "dp_linear": {"classification": "dp_sgd_logistic", "regression": "dp_sgd_linear"},
@@ -53,28 +52,27 @@ LEARNER_ALIASES: dict[str, dict[str, str]] = {
 
 def accepted_learners(task: str) -> list[str]:
     """The ``--learner`` names ``train`` accepts for ``task``: short names, then DP learners."""
-    from pubsubml.learners.registry import available_learners
+    from pubsubml.learners.catalog import available_learners
 
     short = [name for name, tasks in LEARNER_ALIASES.items() if task in tasks]
     return short + available_learners(task=task, private=True)  # type: ignore[arg-type]
 
 
 def _learner(name: str, task: str, params: dict[str, Any]) -> Any:
-    """The registry's DP learner ``name`` for ``task``, built with the parameters it takes."""
-    from pubsubml.learners.registry import get_learner_spec
+    """The catalog's DP learner ``name`` for ``task``, built with the parameters it has.
+
+    Every learner names its privacy target ``epsilon`` (and ``delta`` where it is (ε, δ)-DP);
+    which of ``params`` apply is read from the estimator's own ``get_params()``.
+    """
+    from pubsubml.learners.catalog import get_learner_spec
 
     accepted = accepted_learners(task)
     if name not in accepted:
         raise _fail(f"unknown learner {name!r} for {task}: train accepts {', '.join(accepted)}", 2)
     spec = get_learner_spec(LEARNER_ALIASES.get(name, {}).get(task, name))
-    takes = inspect.signature(spec.factory).parameters
-    renames = {"epsilon": "target_epsilon", "delta": "target_delta"}
-    kwargs = {}
-    for key, value in params.items():
-        target = key if key in takes else renames.get(key, key)
-        if target in takes and value is not None:
-            kwargs[target] = value
     try:
+        has = spec.factory().get_params(deep=False)
+        kwargs = {key: value for key, value in params.items() if key in has and value is not None}
         return spec.factory(**kwargs)
     except (TypeError, ValueError) as exc:
         raise _fail(f"{name}: {exc}", 2) from None

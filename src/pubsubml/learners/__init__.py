@@ -6,7 +6,7 @@ DP classifiers over diffprivlib (:class:`DPLogisticRegression`, :class:`DPGaussi
 :class:`DPSGDLinearRegression`) with hyperparameters chosen from public inputs
 (:func:`dp_sgd_defaults`; the paper's :data:`TABLE4_HYPERPARAMETERS`), accounted private
 hyperparameter selection (:class:`PrivateHyperparameterSearch`), the non-private
-:class:`LocalModel`, and the learner registry (pubsub-ml.txt §3.2: each site picks its own model
+:class:`LocalModel`, and the learner catalog (pubsub-ml.txt §3.2: each site picks its own model
 type).
 """
 
@@ -18,6 +18,14 @@ from pubsubml.lazy import attach
 
 if TYPE_CHECKING:
     from pubsubml.learners.base import SchemaInputMixin, check_labels, check_regression_targets
+    from pubsubml.learners.catalog import (
+        LearnerSpec,
+        available_learners,
+        create_learner,
+        get_learner_spec,
+        register_learner,
+        unregister_learner,
+    )
     from pubsubml.learners.diffprivlib_models import DiffprivlibClassifier, to_sklearn_base
     from pubsubml.learners.dpsgd_defaults import (
         TABLE4_HYPERPARAMETERS,
@@ -26,19 +34,14 @@ if TYPE_CHECKING:
     )
     from pubsubml.learners.dpsgd_linear import DPSGDLinearRegression, DPSGDLogisticRegression
     from pubsubml.learners.forest import DPRandomForestClassifier
+    from pubsubml.learners.hyperparameter_search import (
+        PrivateHyperparameterSearch,
+        select_hyperparameters,
+    )
     from pubsubml.learners.local import LocalModel, PrivacyGuarantee, as_learner, privacy_guarantee
     from pubsubml.learners.logistic import DPLogisticRegression
     from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
     from pubsubml.learners.naive_bayes import DPGaussianNB
-    from pubsubml.learners.registry import (
-        LearnerSpec,
-        available_learners,
-        create_learner,
-        get_learner_spec,
-        register_learner,
-        unregister_learner,
-    )
-    from pubsubml.learners.selection import PrivateHyperparameterSearch, select_hyperparameters
 
 __all__ = [
     "TABLE4_HYPERPARAMETERS",

@@ -48,11 +48,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.learners.base import SchemaInputMixin
 from pubsubml.learners.dpsgd_defaults import DPSGDDefaults
-from pubsubml.learners.dpsgd_hyperparameters import AUTO, Backend, DPSGDHyperparameters
+from pubsubml.learners.dpsgd_hyperparameters import (
+    AUTO,
+    DEPRECATED,
+    Backend,
+    RunSettings,
+    check_dp,
+    planned_events,
+    privacy_target,
+    run_config,
+)
+from pubsubml.learners.dpsgd_seeds import noise_sources, site_generators
 from pubsubml.privacy.accountants.release import release_epsilon
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, TrainResult, train_dp_stacked
 from pubsubml.privacy.events import DPEvent
-from pubsubml.privacy.noise import NoiseSource, SecureNoise, SeededNoise, check_noise_seed
+from pubsubml.privacy.noise import check_noise_seed
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -68,26 +78,6 @@ __all__ = [
 INPUT_CENTER = 0.5
 
 
-def _site_generators(random_state: Any, n_sites: int, first: int = 0) -> list[torch.Generator]:
-    """One torch generator per site, the children ``first … first + n_sites - 1`` of
-    ``SeedSequence(random_state).spawn`` (child 0 is what ``fit`` uses)."""
-    if isinstance(random_state, np.random.RandomState):
-        entropy: Any = int(random_state.randint(0, 2**31 - 1))
-    elif isinstance(random_state, np.random.Generator):
-        entropy = int(random_state.integers(0, 2**63 - 1))
-    elif random_state is None or (isinstance(random_state, int | np.integer) and random_state >= 0):
-        entropy = None if random_state is None else int(random_state)
-    else:
-        raise ValueError(
-            f"random_state must be None, an int >= 0 or a numpy generator, got {random_state!r}"
-        )
-    root = np.random.SeedSequence(entropy)
-    children = [
-        np.random.SeedSequence(root.entropy, spawn_key=(first + i,)) for i in range(n_sites)
-    ]
-    return [torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0])) for c in children]
-
-
 @dataclasses.dataclass
 class _Plan:
     """Everything one site's training needs, validated before any attribute changes."""
@@ -99,37 +89,109 @@ class _Plan:
     layer_sizes: tuple[int, ...]
     config: DPSGDConfig
     hyperparameters: DPSGDDefaults
+    delta: float
 
 
-class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclass=ABCMeta):
+class _DPSGDBase(SchemaInputMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared parameters, validation and training of the DP-SGD estimators.
 
     Subclasses set the class variables below, store their parameters in a keyword-only
-    ``__init__`` and implement :meth:`_targets`.
+    ``__init__`` and implement :meth:`_targets`.  The parameters are declared here once.  A
+    linear model is the network without hidden layers, always private: the class attributes
+    ``hidden_layer_sizes``, ``activation`` and ``dp`` below are its architecture, which the
+    networks take as parameters instead.  ``target_epsilon`` and ``target_delta`` are the
+    networks' former names of ``epsilon`` and ``delta``
+    (:func:`~pubsubml.learners.dpsgd_hyperparameters.privacy_target`).
     """
 
     _loss: ClassVar[str]
     _model: ClassVar[Literal["linear", "mlp"]]
     _task: ClassVar[Literal["classification", "regression"]]
-    _epsilon_param: ClassVar[str]  # the name of the ε target parameter
-    _delta_param: ClassVar[str]  # the name of the δ parameter
     schema: FeatureSchema | None
     epochs: Any
     batch_size: Any
     learning_rate: Any
     optimizer: Any
     max_grad_norm: Any
+    epsilon: float | None
+    delta: float
     noise_multiplier: float | None
     accountant: str
     random_state: Any
     noise_seed: int | None
+    hidden_layer_sizes: Sequence[int] = ()
+    activation: str = "tanh"  # a network without hidden layers applies no activation
+    dp: bool = True
+    target_epsilon: float | str | None = DEPRECATED
+    target_delta: float | str = DEPRECATED
     module_: torch.nn.Sequential
 
-    # ---- what differs between the networks and the linear models ----------------------------
+    # ---- the run's settings (no attribute changes) ------------------------------------------
+    def _privacy_target(self) -> tuple[float | None, float]:
+        """(ε, δ) from ``epsilon``/``delta`` or, with a warning, their former names."""
+        return privacy_target(self.epsilon, self.delta, self.target_epsilon, self.target_delta)
+
+    def _settings(self) -> RunSettings:
+        epsilon, delta = self._privacy_target()
+        return RunSettings(
+            owner=type(self).__name__,
+            model=self._model,
+            task=self._task,
+            hidden_layer_sizes=self.hidden_layer_sizes,
+            activation=self.activation,
+            dp=self.dp,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            optimizer=self.optimizer,
+            max_grad_norm=self.max_grad_norm,
+            epsilon=epsilon,
+            delta=delta,
+            noise_multiplier=self.noise_multiplier,
+            accountant=self.accountant,
+        )
+
+    def _hidden(self) -> tuple[int, ...]:
+        return tuple(self.hidden_layer_sizes)
+
+    def _activation_name(self) -> str:
+        return self.activation
+
+    def _private(self) -> bool:
+        return check_dp(self.dp)
+
+    def _config(self, n: int, width: int) -> tuple[DPSGDConfig, DPSGDDefaults]:
+        """The validated run configuration (σ included) for ``n`` rows of ``width`` columns."""
+        return run_config(self._settings(), n, width)
+
+    def planned_privacy_events(self, n_samples: int, n_features: int) -> list[DPEvent]:
+        """The DP events that ``fit`` on ``n_samples`` rows will record, computed without data.
+
+        They depend only on public inputs: the parameters, n and the encoded width.  Used to
+        account a procedure before it runs (e.g.
+        :class:`~pubsubml.learners.hyperparameter_search.PrivateHyperparameterSearch`).
+
+        Parameters
+        ----------
+        n_samples : int
+        n_features : int
+            Columns of ``X``; ignored when a schema is set (its encoded width is used).
+
+        Returns
+        -------
+        list of DPEvent
+            One ``subsampled_gaussian`` event, or none when the model is not private.
+
+        Raises
+        ------
+        InvalidPrivacyParameterError, ValueError
+            As :meth:`fit` for the same parameters.
+        """
+        return planned_events(self._settings(), self.schema, n_samples, n_features)
+
     def _poor_score(self) -> bool:
         # DP noise, or very few epochs, legitimately cost accuracy on scikit-learn's small checks.
-        private = bool(getattr(self, "dp", True))
-        return private or not (isinstance(self.epochs, int) and self.epochs >= 10)
+        return bool(self.dp) or not (isinstance(self.epochs, int) and self.epochs >= 10)
 
     # ---- validation (no attribute changes) ----------------------------------------------------
     @abstractmethod
@@ -137,12 +199,13 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         """Training targets, the classes (classifier) and the number of network outputs."""
 
     def _plan(self, X: Any, y: Any) -> _Plan:
-        self._private()  # validates ``dp`` where the estimator has it
+        self._private()  # validates ``dp``
+        settings = self._settings()
         Z = self._encode_new(X)
         target, classes, n_out = self._targets(y, Z.shape[0])
-        config, chosen = self._config(Z.shape[0], Z.shape[1])
+        config, chosen = run_config(settings, Z.shape[0], Z.shape[1])
         sizes = (Z.shape[1], *(int(h) for h in self._hidden()), n_out)
-        return _Plan(X, Z, target, classes, sizes, config, chosen)
+        return _Plan(X, Z, target, classes, sizes, config, chosen, float(settings.delta))
 
     # ---- training --------------------------------------------------------------------------
     def _fold_output(self, module: torch.nn.Sequential) -> torch.nn.Sequential:
@@ -152,7 +215,7 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
     def _commit(self, plan: _Plan, result: TrainResult) -> None:
         """Set the fitted attributes from what the engine reports it ran."""
         events = result.events
-        delta = float(self._privacy_target()[1]) if events else 0.0
+        delta = plan.delta if events else 0.0
         backend = cast(Backend, self.accountant)
         epsilon = release_epsilon(events, delta, backend) if events else math.inf
         assert isinstance(result.module, torch.nn.Sequential)
@@ -185,8 +248,10 @@ class _DPSGDBase(DPSGDHyperparameters, SchemaInputMixin, BaseEstimator, metaclas
         Raises
         ------
         InvalidPrivacyParameterError
-            A private run with both or neither of an ε target and ``noise_multiplier``, ε ≤ 0,
-            δ ∉ (0, 1/n), σ ≤ 0, C ≤ 0, an unknown accountant, or privacy parameters with dp=False.
+            A private run with both or neither of ``epsilon`` and ``noise_multiplier``, ε ≤ 0,
+            δ ∉ (0, 1/n), σ ≤ 0, C ≤ 0, an unknown accountant, privacy parameters with
+            dp=False, or both a parameter and its former name (``target_epsilon``,
+            ``target_delta``).
         LabelError
             Labels outside ``classes``, or a private classifier without declared ``classes``.
         DataValidationError
@@ -260,25 +325,6 @@ def centred(Z: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32) - np.float32(INPUT_CENTER))
 
 
-def _noise_sources(
-    random_state: Any,
-    noise_seed: int | None,
-    generators: list[torch.Generator],
-    first: int,
-) -> list[NoiseSource]:
-    """Each site's source of Poisson draws and noise: secure unless ``noise_seed`` is given.
-
-    With ``noise_seed`` equal to ``random_state`` the site's one generator draws the initial
-    weights and then the noise (a single-seed simulation); another ``noise_seed`` spawns its own
-    generators.
-    """
-    if check_noise_seed(noise_seed) == "secure":
-        return [SecureNoise() for _ in generators]
-    same = isinstance(random_state, int | np.integer) and int(random_state) == noise_seed
-    seeded = generators if same else _site_generators(noise_seed, len(generators), first)
-    return [SeededNoise(g) for g in seeded]
-
-
 def _fit_sites(
     estimators: Sequence[_DPSGDBase], Xs: Sequence[Any], ys: Sequence[Any], first: int = 0
 ) -> None:
@@ -290,8 +336,8 @@ def _fit_sites(
     noise_seed = getattr(est0, "noise_seed", None)
     check_noise_seed(noise_seed)
     plans = [est._plan(X, y) for est, X, y in zip(estimators, Xs, ys, strict=True)]
-    generators = _site_generators(est0.random_state, len(plans), first)
-    sources = _noise_sources(est0.random_state, noise_seed, generators, first)
+    generators = site_generators(est0.random_state, len(plans), first)
+    sources = noise_sources(est0.random_state, noise_seed, generators, first)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, plan in enumerate(plans):
         key = (plan.layer_sizes, plan.config.optimizer, plan.config.private)

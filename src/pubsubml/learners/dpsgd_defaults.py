@@ -2,9 +2,42 @@
 
 A publisher cannot tune its DP-SGD hyperparameters on its private data without paying for it
 (every look at the data is a release, DESIGN.md; accounted tuning is
-:class:`~pubsubml.learners.selection.PrivateHyperparameterSearch`).  :func:`dp_sgd_defaults` picks
-them once, before any data is read, from what is public: the number of rows n (treated as public,
-as everywhere in DP-SGD accounting), the privacy target (ε, δ) and the width of the encoded input.
+:class:`~pubsubml.learners.hyperparameter_search.PrivateHyperparameterSearch`).
+:func:`dp_sgd_defaults` picks them once, before any data is read, from what is public: the number of
+rows n (treated as public, as everywhere in DP-SGD accounting), the privacy target (ε, δ) and the
+width of the encoded input.
+
+**The rule**, and where each number comes from (none was tuned on experiment results):
+
+* **Batch.** Larger batches improve DP-SGD's privacy/utility trade-off (Ponomareva et al.
+  2023, §5; De et al. 2022): the noise σC is added to a sum of about q·n clipped gradients.  A
+  linear model trains full batch (q = 1); a network, whose loss needs more steps, on batches
+  of ⌈n/3⌉ (three steps per epoch), the setting that made DP networks useful on public
+  proxy streams (generated Hyperplane data, no site's rows: batch ≈ n/3, learning rate 3e-2
+  gave accuracy 0.83/0.60 where the paper's setting was at chance).
+* **Steps.** A fixed budget of steps with Adam (Ponomareva et al. 2023, §5): 100 full-batch
+  steps for a linear model; the paper's 30 epochs (§7.2), i.e. about 90 steps, for a network.
+  Full-batch steps compose as one Gaussian release (T steps at σ√T), so the step count is
+  set by optimization, not by ε; σ is calibrated to (ε, δ) afterwards by
+  :func:`~pubsubml.privacy.calibration.calibrate_noise`.
+* **Learning rate.** Under Adam each coordinate moves by about the learning rate η per step,
+  whatever the gradient's scale.  (i) *Reach*: η·T must let a weight reach the size that the
+  public [0, 1] input scaling needs: a logit swing of 20 (±10) across one feature's range for
+  classification, twice the [0, 1] target range for regression.  (ii) *Jitter*: once the
+  gradient is mostly noise, the steps point in random directions and move a pre-activation by
+  about η·‖(x − ½, 1)‖ ≤ η·√(d/4 + 1) (the learners train on the encoding centred at its
+  midpoint, :data:`~pubsubml.learners.dpsgd_base.INPUT_CENTER`, so each column lies in
+  [−½, ½]); keeping that below one logit (a tenth of the target range for regression) bounds
+  η by 1/√(d/4 + 1).  A linear model takes η = min(reach / T, jitter / √(d/4 + 1)); with
+  d = 10 this is 0.2 for classification, the rate that gave 0.84/0.78 accuracy on those
+  public proxy streams (full batch, 100 steps, C = 1).
+  A network takes η = min(3e-2, 1/√(d/4 + 1)), 3e-2 being the rate measured there.
+* **Clipping.** C = 1: with Adam the scale of C cancels (updates are normalized per
+  coordinate), and a small C that clips most per-sample gradients is the guide's advice
+  (Ponomareva et al. 2023, §5).
+
+ε and δ are validated (δ < 1/n) but do not change the result: the rule depends on them only
+through the noise that is calibrated afterwards.
 
 The paper's own setting (pubsub-ml.txt §7.2: Adam, 30 epochs, minibatches of 100) stays available
 by name as :data:`TABLE4_HYPERPARAMETERS`.
@@ -40,7 +73,7 @@ TABLE4_HYPERPARAMETERS: Mapping[str, Any] = MappingProxyType(
     {"epochs": 30, "batch_size": 100, "learning_rate": 1e-3, "optimizer": "adam"}
 )
 
-# ---- the rule's constants, each fixed once from a principle (see dp_sgd_defaults Notes) -------
+# ---- the rule's constants, each fixed once from a principle (see the module notes) ----------
 _LINEAR_STEPS = 100  # full-batch steps of a linear model
 _MLP_EPOCHS = 30  # the paper's epoch count (§7.2)
 _MLP_BATCHES_PER_EPOCH = 3  # batch ≈ n/3
@@ -82,6 +115,44 @@ def _check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     return int(value)
+
+
+def _check_public_inputs(
+    n_rows: int, epsilon: float | None, delta: float, n_features: int, model: Model, task: Task
+) -> tuple[int, int]:
+    """Validate the public inputs of :func:`dp_sgd_defaults`; return (n, width)."""
+    n = _check_count("n_rows", n_rows)
+    width = _check_count("n_features", n_features)
+    if epsilon is not None:
+        check_epsilon(epsilon)
+    check_delta(delta, n)
+    if model not in ("linear", "mlp"):
+        raise ValueError(f"model must be 'linear' or 'mlp', got {model!r}")
+    if task not in ("classification", "regression"):
+        raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
+    return n, width
+
+
+def _centred_row_norm(width: int) -> float:
+    """‖(x − ½, 1)‖ at most, for x in [0, 1]^width: the jitter scale of one step (module notes)."""
+    return math.sqrt(width / 4 + 1)
+
+
+def _linear_schedule(n: int, width: int, task: Task) -> tuple[int, int, float]:
+    """(batch, epochs, learning rate) of a linear model: full batch, 100 steps, reach vs jitter."""
+    reach, jitter = (
+        (_LOGIT_REACH, _LOGIT_JITTER)
+        if task == "classification"
+        else (_TARGET_REACH, _TARGET_JITTER)
+    )
+    lr = min(reach / _LINEAR_STEPS, jitter / _centred_row_norm(width))
+    return n, _LINEAR_STEPS, lr
+
+
+def _mlp_schedule(n: int, width: int) -> tuple[int, int, float]:
+    """(batch, epochs, learning rate) of a network: batches of ⌈n/3⌉ for the paper's 30 epochs."""
+    lr = min(_MLP_LEARNING_RATE, _LOGIT_JITTER / _centred_row_norm(width))
+    return math.ceil(n / _MLP_BATCHES_PER_EPOCH), _MLP_EPOCHS, lr
 
 
 def dp_sgd_defaults(
@@ -127,37 +198,9 @@ def dp_sgd_defaults(
 
     Notes
     -----
-    The rule, and where each number comes from (none was tuned on experiment results):
-
-    * **Batch.** Larger batches improve DP-SGD's privacy/utility trade-off (Ponomareva et al.
-      2023, §5; De et al. 2022): the noise σC is added to a sum of about q·n clipped gradients.  A
-      linear model trains full batch (q = 1); a network, whose loss needs more steps, on batches
-      of ⌈n/3⌉ (three steps per epoch), the setting that made DP networks useful on public
-      proxy streams (generated Hyperplane data, no site's rows: batch ≈ n/3, learning rate 3e-2
-      gave accuracy 0.83/0.60 where the paper's setting was at chance).
-    * **Steps.** A fixed budget of steps with Adam (Ponomareva et al. 2023, §5): 100 full-batch
-      steps for a linear model; the paper's 30 epochs (§7.2), i.e. about 90 steps, for a network.
-      Full-batch steps compose as one Gaussian release (T steps at σ√T), so the step count is
-      set by optimization, not by ε; σ is calibrated to (ε, δ) afterwards by
-      :func:`~pubsubml.privacy.calibration.calibrate_noise`.
-    * **Learning rate.** Under Adam each coordinate moves by about the learning rate η per step,
-      whatever the gradient's scale.  (i) *Reach*: η·T must let a weight reach the size that the
-      public [0, 1] input scaling needs: a logit swing of 20 (±10) across one feature's range for
-      classification, twice the [0, 1] target range for regression.  (ii) *Jitter*: once the
-      gradient is mostly noise, the steps point in random directions and move a pre-activation by
-      about η·‖(x − ½, 1)‖ ≤ η·√(d/4 + 1) (the learners train on the encoding centred at its
-      midpoint, :data:`~pubsubml.learners.dpsgd_base.INPUT_CENTER`, so each column lies in
-      [−½, ½]); keeping that below one logit (a tenth of the target range for regression) bounds
-      η by 1/√(d/4 + 1).  A linear model takes η = min(reach / T, jitter / √(d/4 + 1)); with
-      d = 10 this is 0.2 for classification, the rate that gave 0.84/0.78 accuracy on those
-      public proxy streams (full batch, 100 steps, C = 1).
-      A network takes η = min(3e-2, 1/√(d/4 + 1)), 3e-2 being the rate measured there.
-    * **Clipping.** C = 1: with Adam the scale of C cancels (updates are normalized per
-      coordinate), and a small C that clips most per-sample gradients is the guide's advice
-      (Ponomareva et al. 2023, §5).
-
-    ε and δ are validated (δ < 1/n) but do not change the result: the rule depends on them only
-    through the noise that is calibrated afterwards.
+    The rule (batch, steps, learning rate, clipping) and where each of its numbers comes from
+    are in the module notes; none was tuned on experiment results.  ε and δ are validated
+    (δ < 1/n) but do not change the result.
 
     References
     ----------
@@ -172,27 +215,11 @@ def dp_sgd_defaults(
     >>> m.batch_size, m.epochs, m.steps, m.learning_rate
     (500, 30, 90, 0.03)
     """
-    n = _check_count("n_rows", n_rows)
-    width = _check_count("n_features", n_features)
-    if epsilon is not None:
-        check_epsilon(epsilon)
-    check_delta(delta, n)
-    if model not in ("linear", "mlp"):
-        raise ValueError(f"model must be 'linear' or 'mlp', got {model!r}")
-    if task not in ("classification", "regression"):
-        raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-    row_norm = math.sqrt(width / 4 + 1)  # ‖(x − ½, 1)‖ for x in [0, 1]^d (centred training)
+    n, width = _check_public_inputs(n_rows, epsilon, delta, n_features, model, task)
     if model == "linear":
-        reach, jitter = (
-            (_LOGIT_REACH, _LOGIT_JITTER)
-            if task == "classification"
-            else (_TARGET_REACH, _TARGET_JITTER)
-        )
-        batch, epochs = n, _LINEAR_STEPS
-        lr = min(reach / _LINEAR_STEPS, jitter / row_norm)
+        batch, epochs, lr = _linear_schedule(n, width, task)
     else:
-        batch, epochs = math.ceil(n / _MLP_BATCHES_PER_EPOCH), _MLP_EPOCHS
-        lr = min(_MLP_LEARNING_RATE, _LOGIT_JITTER / row_norm)
+        batch, epochs, lr = _mlp_schedule(n, width)
     steps = epochs * max(1, round(1.0 / min(1.0, batch / n)))  # as DPSGDConfig.steps_for
     return DPSGDDefaults(
         batch_size=batch,

@@ -35,7 +35,9 @@ _PARAMS_DOC = """
         already scaled with public bounds (into [0, 1] for the ``"auto"`` learning rate to fit).
     epsilon : float or None, default=1.0
         ε to meet: σ is calibrated for the steps that will run.  Set it to ``None`` to give
-        ``noise_multiplier`` instead (exactly one of the two).
+        ``noise_multiplier`` instead (exactly one of the two).  Named ``epsilon`` and ``delta``
+        as in every learner of pubsubml and in diffprivlib's scikit-learn-style estimators
+        (:mod:`~pubsubml.learners.dpsgd_hyperparameters` notes).
     delta : float, default=DEFAULT_DELTA (1e-5)
         δ, which must be below 1/n (:data:`pubsubml.privacy.DEFAULT_DELTA`, the consortium's
         default, which the DP federated baselines share).
@@ -134,8 +136,6 @@ class DPSGDLogisticRegression(_DPSGDClassifier):
 
     _loss = "cross_entropy"
     _model = "linear"
-    _epsilon_param = "epsilon"
-    _delta_param = "delta"
 
     def __init__(
         self,
@@ -209,8 +209,6 @@ class DPSGDLinearRegression(_DPSGDRegressor):
 
     _loss = "mse"
     _model = "linear"
-    _epsilon_param = "epsilon"
-    _delta_param = "delta"
 
     def __init__(
         self,

@@ -18,51 +18,17 @@ hundreds of publishers train them (§8.2.3–8.2.4).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from pubsubml.learners.dpsgd_base import AUTO, _DPSGDBase, fit_many
-from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS, DPSGDDefaults
+from pubsubml.learners.dpsgd_base import fit_many
+from pubsubml.learners.dpsgd_defaults import TABLE4_HYPERPARAMETERS
+from pubsubml.learners.dpsgd_hyperparameters import DEPRECATED
 from pubsubml.learners.dpsgd_tasks import _DPSGDClassifier, _DPSGDRegressor
 from pubsubml.privacy.accountants import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["TABLE4_HYPERPARAMETERS", "DPMLPClassifier", "DPMLPRegressor", "fit_many"]
-
-_FORMER_BATCH_SIZE = 100  # the default before "auto"
-
-
-class _DPMLP(_DPSGDBase):
-    """What the two networks share: hidden layers, an activation and the ``dp`` switch."""
-
-    _model = "mlp"
-    _epsilon_param = "target_epsilon"
-    _delta_param = "target_delta"
-    hidden_layer_sizes: Sequence[int]
-    activation: str
-    dp: bool
-
-    def _hidden(self) -> tuple[int, ...]:
-        return tuple(self.hidden_layer_sizes)
-
-    def _activation_name(self) -> str:
-        return self.activation
-
-    def _private(self) -> bool:
-        if not isinstance(self.dp, bool | np.bool_):
-            raise ValueError(f"dp must be True or False, got {self.dp!r}")
-        return bool(self.dp)
-
-    def _adjust_defaults(self, defaults: DPSGDDefaults) -> DPSGDDefaults:
-        # The DP learning rate was chosen for batches of n/3; a learning rate set by hand keeps
-        # the batch of 100 it was set for, so such code trains exactly as before "auto" existed.
-        if self.learning_rate != AUTO:
-            return dataclasses.replace(defaults, batch_size=_FORMER_BATCH_SIZE)
-        return defaults
-
 
 _PARAMS_DOC = """
     schema : FeatureSchema, optional
@@ -83,12 +49,17 @@ _PARAMS_DOC = """
     optimizer : {"adam", "sgd"}, default="adam"
     dp : bool, default=True
         ``False``: no clipping, no noise, shuffled minibatches (a model that is never released).
-    target_epsilon : float, optional
-        ε to meet: σ is calibrated for the steps that will run.  Exactly one of ``target_epsilon``
-        and ``noise_multiplier`` is required when ``dp=True``.
-    target_delta : float, default=DEFAULT_DELTA (1e-5)
+    epsilon : float, optional
+        ε to meet: σ is calibrated for the steps that will run.  Exactly one of ``epsilon`` and
+        ``noise_multiplier`` is required when ``dp=True``.  Named ``epsilon`` and ``delta`` as
+        in every learner of pubsubml and in diffprivlib's scikit-learn-style estimators
+        (:mod:`~pubsubml.learners.dpsgd_hyperparameters` notes).
+    delta : float, default=DEFAULT_DELTA (1e-5)
         δ, which must be below 1/n (:data:`pubsubml.privacy.DEFAULT_DELTA`, the consortium's
         default, which the DP federated baselines share).
+    target_epsilon, target_delta : float, optional
+        Deprecated former names of ``epsilon`` and ``delta``: still used when given, with a
+        ``FutureWarning`` at ``fit``; they will be removed in pubsubml 0.3.
     noise_multiplier : float, optional
         σ to use; ε is then reported, not targeted.
     max_grad_norm : float, default=1.0
@@ -121,14 +92,14 @@ _ATTRS_DOC = """
         Where the Poisson draws and the noise came from (``"seeded"`` with a ``noise_seed``);
         ``None`` when ``dp=False``.
     epsilon_, delta_ : float
-        ε at δ = ``target_delta`` computed by the accountant from ``privacy_events_``; ``inf`` and
+        ε at δ = ``delta`` computed by the accountant from ``privacy_events_``; ``inf`` and
         0.0 when ``dp=False`` (the convention of the non-private learners).
     accountant_ : str
     schema_ : FeatureSchema or None
     n_features_in_ : int"""
 
 
-class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
+class DPMLPClassifier(_DPSGDClassifier):
     __doc__ = f"""A DP-SGD trained MLP classifier (pubsub-ml.txt §7.2 Table 4, §8).
 
     Parameters
@@ -158,7 +129,7 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
     a DP network near chance level at ε = 1: for n = 1500, σ ≈ 5.4 on expected batches of 100
     drowns the gradient, and 450 Adam steps of 1e-3 move a weight by at most about 0.45.  It
     remains available by name:
-    ``DPMLPClassifier(**TABLE4_HYPERPARAMETERS, classes=..., target_epsilon=1.0)``.
+    ``DPMLPClassifier(**TABLE4_HYPERPARAMETERS, classes=..., epsilon=1.0)``.
 
     References
     ----------
@@ -171,15 +142,16 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
     >>> X = np.random.default_rng(0).random((200, 2))
     >>> y = (X[:, 0] > X[:, 1]).astype(int)
     >>> clf = DPMLPClassifier(classes=[0, 1], hidden_layer_sizes=(16,), epochs=3, batch_size=20,
-    ...                       target_epsilon=2.0, accountant="rdp", random_state=0).fit(X, y)
+    ...                       epsilon=2.0, accountant="rdp", random_state=0).fit(X, y)
     >>> clf.steps_, clf.epsilon_ <= 2.0, clf.predict_proba(X[:2]).shape
     (30, True, (2, 2))
-    >>> table4 = DPMLPClassifier(classes=[0, 1], target_epsilon=2.0, **TABLE4_HYPERPARAMETERS)
+    >>> table4 = DPMLPClassifier(classes=[0, 1], epsilon=2.0, **TABLE4_HYPERPARAMETERS)
     >>> table4.get_params()["batch_size"], table4.get_params()["learning_rate"]
     (100, 0.001)
     """
 
     _loss = "cross_entropy"
+    _model = "mlp"
 
     def __init__(
         self,
@@ -193,13 +165,15 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
         learning_rate: float | str = "auto",
         optimizer: str = "adam",
         dp: bool = True,
-        target_epsilon: float | None = None,
-        target_delta: float = DEFAULT_DELTA,
+        epsilon: float | None = None,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         max_grad_norm: float = 1.0,
         accountant: str = "pld",
         random_state: Any = None,
         noise_seed: int | None = None,
+        target_epsilon: float | str | None = DEPRECATED,
+        target_delta: float | str = DEPRECATED,
     ) -> None:
         self.schema = schema
         self.classes = classes
@@ -210,16 +184,18 @@ class DPMLPClassifier(_DPSGDClassifier, _DPMLP):
         self.learning_rate = learning_rate
         self.optimizer = optimizer
         self.dp = dp
-        self.target_epsilon = target_epsilon
-        self.target_delta = target_delta
+        self.epsilon = epsilon
+        self.delta = delta
         self.noise_multiplier = noise_multiplier
         self.max_grad_norm = max_grad_norm
         self.accountant = accountant
         self.random_state = random_state
         self.noise_seed = noise_seed
+        self.target_epsilon = target_epsilon
+        self.target_delta = target_delta
 
 
-class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
+class DPMLPRegressor(_DPSGDRegressor):
     __doc__ = f"""A DP-SGD trained MLP regressor (pubsub-ml.txt §7.2 Table 4, §8.3.2).
 
     Trained with the squared error; the network has one linear output.
@@ -260,6 +236,7 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
     """
 
     _loss = "mse"
+    _model = "mlp"
 
     def __init__(
         self,
@@ -272,14 +249,16 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
         learning_rate: float | str = "auto",
         optimizer: str = "adam",
         dp: bool = True,
-        target_epsilon: float | None = None,
-        target_delta: float = DEFAULT_DELTA,
+        epsilon: float | None = None,
+        delta: float = DEFAULT_DELTA,
         noise_multiplier: float | None = None,
         max_grad_norm: float = 1.0,
         accountant: str = "pld",
         target_bounds: tuple[float, float] | None = None,
         random_state: Any = None,
         noise_seed: int | None = None,
+        target_epsilon: float | str | None = DEPRECATED,
+        target_delta: float | str = DEPRECATED,
     ) -> None:
         self.schema = schema
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -289,11 +268,13 @@ class DPMLPRegressor(_DPSGDRegressor, _DPMLP):
         self.learning_rate = learning_rate
         self.optimizer = optimizer
         self.dp = dp
-        self.target_epsilon = target_epsilon
-        self.target_delta = target_delta
+        self.epsilon = epsilon
+        self.delta = delta
         self.noise_multiplier = noise_multiplier
         self.max_grad_norm = max_grad_norm
         self.accountant = accountant
         self.target_bounds = target_bounds
         self.random_state = random_state
         self.noise_seed = noise_seed
+        self.target_epsilon = target_epsilon
+        self.target_delta = target_delta

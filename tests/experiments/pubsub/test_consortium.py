@@ -20,7 +20,7 @@ from pubsubml.experiments.pubsub.consortium import (
     Scenario,
     SimSite,
 )
-from pubsubml.learners.registry import get_learner_spec
+from pubsubml.learners.catalog import get_learner_spec
 from pubsubml.schema import FeatureSchema
 
 

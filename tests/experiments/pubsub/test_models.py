@@ -31,12 +31,12 @@ def test_network_follows_the_config_and_the_scenario(
 ) -> None:
     sc = replace(hyperplane_scenario(n_pub=1, rows=10, sub_rows=10), delta=1e-5)
     config = MethodConfig(hidden_layer_sizes=(7, 3), epochs=4, batch_size=32, lr=0.05)
-    net = network(sc, sc.schema, config, dp=True, target_epsilon=0.5, random_state=11)
+    net = network(sc, sc.schema, config, dp=True, epsilon=0.5, random_state=11)
     assert isinstance(net, DPMLPClassifier)
     params = net.get_params()
     assert params["hidden_layer_sizes"] == (7, 3) and params["epochs"] == 4
     assert params["batch_size"] == 32 and params["learning_rate"] == 0.05
-    assert params["target_delta"] == 1e-5 and params["target_epsilon"] == 0.5
+    assert params["delta"] == 1e-5 and params["epsilon"] == 0.5
     assert params["random_state"] == 11 and params["dp"] is True
     assert tuple(params["classes"]) == (0, 1)
     regression = replace(sc, task="regression", classes=None)

@@ -30,7 +30,7 @@ from pubsubml.artifacts.card import ModelCard
 from pubsubml.data import hyperplane
 from pubsubml.data.synthetic import hyperplane_schema
 from pubsubml.errors import DigestMismatchError, SignatureError, UntrustedArtifactError
-from pubsubml.learners.registry import get_learner_spec
+from pubsubml.learners.catalog import get_learner_spec
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.own import OwnLearner
 from pubsubml.methods.pubsub.saved import (

@@ -116,7 +116,7 @@ def customize_options(protocol: str, sizes: ScaleSizes, seed: int) -> dict[str, 
     check_protocol(protocol)
     if protocol == "default":
         return {}
-    own = publisher_estimator(sizes, seed).set_params(dp=False, target_epsilon=None)
+    own = publisher_estimator(sizes, seed).set_params(dp=False, epsilon=None)
     return pm.paper_protocol("accuracy") | {"own_model": own}
 
 
@@ -182,8 +182,8 @@ def publisher_estimator(sizes: ScaleSizes, seed: int) -> DPMLPClassifier:
         epochs=sizes.epochs,
         batch_size=100,
         learning_rate=1e-3,
-        target_epsilon=sizes.epsilon,
-        target_delta=sizes.delta,
+        epsilon=sizes.epsilon,
+        delta=sizes.delta,
         random_state=seed,
         noise_seed=seed,  # a simulation: reproducible noise
     )

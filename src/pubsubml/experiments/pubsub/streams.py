@@ -137,8 +137,8 @@ def streams_run(seed: int, fold: int, *, size: str = "full", k: int = 5) -> list
                 classes=[0, 1],
                 hidden_layer_sizes=sizes.hidden,
                 epochs=sizes.epochs,
-                target_epsilon=sizes.epsilon,
-                target_delta=sizes.delta,
+                epsilon=sizes.epsilon,
+                delta=sizes.delta,
                 random_state=seed * 10_000 + 100 * i,
                 noise_seed=seed * 10_000 + 100 * i,  # a simulation: reproducible noise
             ),

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 
+from pubsubml.learners.catalog import create_learner
 from pubsubml.learners.local import LocalModel
 from pubsubml.learners.mlp import DPMLPClassifier, fit_many
-from pubsubml.learners.registry import create_learner
 from pubsubml.methods.stacking.personalizer import vertical_partition
 from pubsubml.privacy.events import Neighbouring
 from pubsubml.privacy.ledger import PrivacyLedger, Release
@@ -114,7 +114,7 @@ class PublicKind:
         """An unfitted estimator for a client with ``n`` rows."""
         params: dict[str, Any] = dict(self.params)
         if self.learner == "dp_mlp_classifier":
-            params |= {"target_epsilon": self.epsilon, "batch_size": max(8, min(64, n // 4))}
+            params |= {"epsilon": self.epsilon, "batch_size": max(8, min(64, n // 4))}
         elif self.epsilon is not None:
             params["epsilon"] = self.epsilon
         if self.private:
@@ -128,7 +128,7 @@ _MLP: tuple[tuple[str, Any], ...] = (
     ("hidden_layer_sizes", (32,)),
     ("epochs", 10),
     ("learning_rate", 1e-2),
-    ("target_delta", 1e-5),
+    ("delta", 1e-5),
     ("accountant", "pld"),
 )
 PUBLIC_KINDS: dict[str, PublicKind] = {

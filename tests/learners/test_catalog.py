@@ -1,4 +1,4 @@
-"""The learner registry: explicit registration, lookup, filters and errors."""
+"""The learner catalog: explicit registration, lookup, filters and errors."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pubsubml.learners import (
     DPSGDLogisticRegression,
     LocalModel,
 )
-from pubsubml.learners.registry import (
+from pubsubml.learners.catalog import (
     available_learners,
     create_learner,
     get_learner_spec,

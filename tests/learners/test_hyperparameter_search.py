@@ -196,9 +196,7 @@ def test_regressor_is_scored_on_its_public_target_bounds() -> None:
 
 
 def test_networks_can_tune_their_shape() -> None:
-    net = DPMLPClassifier(
-        schema=SCHEMA, classes=[0, 1], epochs=3, target_epsilon=1.0, accountant="rdp"
-    )
+    net = DPMLPClassifier(schema=SCHEMA, classes=[0, 1], epochs=3, epsilon=1.0, accountant="rdp")
 
     search = _search(estimator=net, param_grid={"hidden_layer_sizes": [(4,), (8,)]}).fit(
         X[:400], Y[:400]

@@ -8,7 +8,8 @@ on a training part and scores it on a held-out part with a noisy count (Gaussian
 the best run (its model, candidate and noisy score) is released.  The accountant prices the
 whole selection as one ``repeat_and_select`` event whose inner events are one run's training and
 score, so ``epsilon_`` covers everything that touched the data and a
-:meth:`~pubsubml.sites.Site.publish` charges all of it to the site's ledger.
+:meth:`~pubsubml.sites.Site.publish` charges all of it to the site's ledger.  The price is fixed,
+and every parameter checked, before any training (:mod:`~pubsubml.learners.search_accounting`).
 
 References
 ----------
@@ -19,27 +20,23 @@ N. Papernot and T. Steinke, "Hyperparameter Tuning with Renyi Differential Priva
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Self, cast
+from typing import Any, Self
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.model_selection import ParameterGrid
-from sklearn.utils import _safe_indexing, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from pubsubml.errors import InvalidPrivacyParameterError, PrivacyError
-from pubsubml.learners.base import check_labels, check_regression_targets
-from pubsubml.learners.dpsgd_base import _DPSGDBase
-from pubsubml.privacy.accountants.release import release_epsilon
+from pubsubml.errors import PrivacyError
+from pubsubml.learners.search_accounting import HeldOutSplit, SearchPlan, n_rows, plan_search
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.mechanisms import gaussian_mechanism
 from pubsubml.privacy.noise import SecureRandom, check_noise_seed
-from pubsubml.privacy.repetitions import repeat_and_select_event, sample_repetitions
+from pubsubml.privacy.repetitions import sample_repetitions
 
 __all__ = ["PrivateHyperparameterSearch", "select_hyperparameters"]
 
@@ -49,16 +46,6 @@ def _best_has(method: str) -> Any:
         return hasattr(self.estimator, method)
 
     return check
-
-
-def _n_rows(X: Any) -> int:
-    shape = getattr(X, "shape", None)
-    return int(shape[0]) if shape is not None and len(shape) > 0 else len(X)
-
-
-def _n_columns(X: Any) -> int:
-    shape = getattr(X, "shape", None)
-    return int(shape[1]) if shape is not None and len(shape) > 1 else len(X[0])
 
 
 class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
@@ -190,83 +177,63 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
             tags.target_tags = replace(inner.target_tags)
         return tags
 
-    # ---- validation (no attribute changes) ------------------------------------------------
-    def _candidates(self) -> list[dict[str, Any]]:
-        try:
-            candidates = [dict(c) for c in ParameterGrid(self.param_grid)]  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"param_grid is malformed: {exc}") from exc
-        if not candidates:
-            raise ValueError("param_grid gives no candidate: give at least one value per key")
-        if any("random_state" in c or "noise_seed" in c for c in candidates):
-            raise ValueError(
-                "param_grid may not set random_state or noise_seed: each run draws its own seeds"
-            )
-        return candidates
+    def _sources(self) -> tuple[np.random.Generator, np.random.Generator | SecureRandom, bool]:
+        """The public generator (split, weights), the secret source and whether it is seeded.
 
-    def _law(self, n_candidates: int) -> tuple[float, float]:
-        mean = n_candidates if self.mean_repetitions is None else self.mean_repetitions
-        if isinstance(mean, bool) or not isinstance(mean, int | float) or not mean > 0:
-            raise InvalidPrivacyParameterError(
-                f"mean_repetitions must be a positive number (>= 1), got {self.mean_repetitions!r}"
-            )
-        if not 1.0 <= mean < math.inf:
-            raise InvalidPrivacyParameterError(
-                f"mean_repetitions must be finite and >= 1, got {self.mean_repetitions!r}"
-            )
-        shape = self.shape
-        if (
-            isinstance(shape, bool)
-            or not isinstance(shape, int | float)
-            or not 0 <= shape < math.inf
-        ):
-            raise ValueError(f"shape must be finite and >= 0, got {shape!r}")
-        return float(mean), float(shape)
+        With ``noise_seed`` equal to ``random_state`` one generator draws everything.
+        """
+        seeded = check_noise_seed(self.noise_seed) == "seeded"
+        rng = np.random.default_rng(self.random_state)
+        secret: np.random.Generator | SecureRandom = SecureRandom()
+        if seeded:
+            same = isinstance(self.random_state, int) and self.random_state == self.noise_seed
+            secret = rng if same else np.random.default_rng(self.noise_seed)
+        return rng, secret, seeded
 
-    def _split_sizes(self, n: int) -> tuple[int, int]:
-        f = self.validation_fraction
-        if isinstance(f, bool) or not isinstance(f, int | float) or not 0.0 < f < 1.0:
-            raise ValueError(f"validation_fraction must be in (0, 1), got {f!r}")
-        n_val = max(1, round(f * n))
-        if n - n_val < 1:
-            raise ValueError(f"{n} rows are too few to hold out {n_val} for the DP score")
-        return n - n_val, n_val
+    def _run(
+        self,
+        plan: SearchPlan,
+        candidate: dict[str, Any],
+        seed: int,
+        seeded: bool,
+        split: HeldOutSplit,
+        secret: np.random.Generator | SecureRandom,
+    ) -> tuple[float, Any]:
+        """One run: train ``candidate`` on the training part, return its noisy held-out score."""
+        model = clone(self.estimator).set_params(
+            **candidate, random_state=seed, noise_seed=seed if seeded else None
+        )
+        model.fit(split.X_train, split.y_train)
+        if tuple(model.privacy_events_) != tuple(plan.train_events):
+            raise PrivacyError(
+                f"a run recorded {model.privacy_events_}, not the planned {plan.train_events}; "
+                "refusing to report a guarantee that did not run"
+            )
+        noisy, released = gaussian_mechanism(
+            self._score_sum(model, split.X_val, split.y_val, plan.bounds),
+            sensitivity=1.0,
+            noise_multiplier=plan.score_noise_multiplier,
+            rng=secret if isinstance(secret, np.random.Generator) else None,
+        )
+        assert released == plan.score_event  # the score event accounted in ``plan.event``
+        return float(noisy) / plan.n_val, model
 
-    def _score_bounds(self) -> tuple[float, float] | None:
-        if is_classifier(self.estimator):
-            return None
-        bounds = self.estimator.get_params().get("target_bounds")
-        if bounds is None:
-            raise ValueError(
-                "a regressor is scored on its public target_bounds: set target_bounds on the "
-                "estimator (never derive them from the private targets)"
-            )
-        lo, hi = (float(v) for v in bounds)
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"target_bounds must be finite with lower < upper, got {bounds!r}")
-        return lo, hi
-
-    def _planned(
-        self, candidates: list[dict[str, Any]], n_train: int, width: int
-    ) -> tuple[list[DPEvent], float]:
-        """One run's training events (the same for every candidate) and δ, before any data."""
-        plans = []
-        for candidate in candidates:
-            est = cast(_DPSGDBase, clone(self.estimator).set_params(**candidate))
-            plans.append((tuple(est.planned_privacy_events(n_train, width)), est))
-        events = plans[0][0]
-        if not events:
-            raise InvalidPrivacyParameterError(
-                "the estimator trains without DP (dp=False): a private selection needs DP runs"
-            )
-        deltas = {float(est._privacy_target()[1]) for _, est in plans}
-        if any(e != events for e, _ in plans) or len(deltas) != 1:
-            raise InvalidPrivacyParameterError(
-                "every candidate must have the same DP events and δ (the accounting prices one "
-                "run for all of them); the grid changes σ, q or the steps: tune parameters such "
-                "as learning_rate, max_grad_norm or hidden_layer_sizes, not epochs or batch_size"
-            )
-        return list(events), deltas.pop()
+    def _commit(
+        self, plan: SearchPlan, best: tuple[float, Any, dict[str, Any]], runs: int, seeded: bool
+    ) -> None:
+        """Set the fitted attributes from the released run and the accounted selection."""
+        self.best_score_, self.best_estimator_, self.best_params_ = best
+        self.n_runs_ = runs
+        self.privacy_events_: list[DPEvent] = [plan.event]
+        self.noise_ = "seeded" if seeded else "secure"
+        self.epsilon_ = plan.epsilon
+        self.delta_ = plan.delta
+        self.accountant_ = plan.accountant
+        for name in ("classes_", "schema_", "n_features_in_", "feature_names_in_"):
+            if hasattr(self.best_estimator_, name):
+                setattr(self, name, getattr(self.best_estimator_, name))
+            elif hasattr(self, name):
+                delattr(self, name)
 
     # ---- fitting ------------------------------------------------------------------------
     def fit(self, X: Any, y: Any) -> Self:
@@ -285,81 +252,28 @@ class PrivateHyperparameterSearch(MetaEstimatorMixin, BaseEstimator):
         ------
         See the class docstring; errors of the estimator's ``fit`` also propagate.
         """
-        if not isinstance(self.estimator, _DPSGDBase):
-            raise TypeError(
-                "PrivateHyperparameterSearch tunes the DP-SGD learners (DPSGDLogisticRegression, "
-                "DPSGDLinearRegression, DPMLPClassifier, DPMLPRegressor), got "
-                f"{type(self.estimator).__name__}"
-            )
-        candidates = self._candidates()
-        mean, shape = self._law(len(candidates))
-        sigma = self.score_noise_multiplier
-        if (
-            isinstance(sigma, bool)
-            or not isinstance(sigma, int | float)
-            or not 0 < sigma < math.inf
-        ):
-            raise ValueError(f"score_noise_multiplier must be finite and > 0, got {sigma!r}")
-        n = _n_rows(X)
-        n_train, n_val = self._split_sizes(n)
-        bounds = self._score_bounds()
-        if bounds is None:  # every label, held-out ones included, among the public classes
-            check_labels(y, self.estimator.get_params().get("classes"), n)
-        else:
-            check_regression_targets(y, n)
-        train_events, delta = self._planned(candidates, n_train, _n_columns(X))
-        score_event = DPEvent(mechanism="gaussian", noise_multiplier=float(sigma))
-        selection = repeat_and_select_event([*train_events, score_event], mean=mean, shape=shape)
-        accountant = str(self.estimator.get_params().get("accountant", "pld"))
-        epsilon = release_epsilon([selection], delta, "rdp" if accountant == "rdp" else "pld")
-
-        seeded = check_noise_seed(self.noise_seed) == "seeded"
-        rng = np.random.default_rng(self.random_state)
-        secret: np.random.Generator | SecureRandom = SecureRandom()
-        if seeded:
-            same = isinstance(self.random_state, int) and self.random_state == self.noise_seed
-            secret = rng if same else np.random.default_rng(self.noise_seed)
-        order = rng.permutation(n)
-        val_idx, train_idx = order[:n_val], order[n_val:]
-        X_train, y_train = _safe_indexing(X, train_idx), _safe_indexing(y, train_idx)
-        X_val, y_val = _safe_indexing(X, val_idx), np.asarray(_safe_indexing(y, val_idx))
-        runs = sample_repetitions(mean, shape, secret)
+        plan = plan_search(
+            self.estimator,
+            self.param_grid,
+            X,
+            y,
+            mean_repetitions=self.mean_repetitions,
+            shape=self.shape,
+            validation_fraction=self.validation_fraction,
+            score_noise_multiplier=self.score_noise_multiplier,
+        )
+        rng, secret, seeded = self._sources()
+        split = HeldOutSplit.draw(X, y, rng.permutation(n_rows(X)), plan.n_val)
+        runs = sample_repetitions(plan.mean, plan.shape, secret)
         best: tuple[float, Any, dict[str, Any]] | None = None
         for _ in range(runs):
-            candidate = candidates[int(secret.integers(len(candidates)))]
+            candidate = plan.candidates[int(secret.integers(len(plan.candidates)))]
             seed = int((secret if seeded else rng).integers(2**31 - 1))
-            model = clone(self.estimator).set_params(
-                **candidate, random_state=seed, noise_seed=seed if seeded else None
-            )
-            model.fit(X_train, y_train)
-            if tuple(model.privacy_events_) != tuple(train_events):
-                raise PrivacyError(
-                    f"a run recorded {model.privacy_events_}, not the planned {train_events}; "
-                    "refusing to report a guarantee that did not run"
-                )
-            noisy, released = gaussian_mechanism(
-                self._score_sum(model, X_val, y_val, bounds),
-                sensitivity=1.0,
-                noise_multiplier=float(sigma),
-                rng=secret if isinstance(secret, np.random.Generator) else None,
-            )
-            assert released == score_event  # the score event accounted in ``selection``
-            score = float(noisy) / n_val
+            score, model = self._run(plan, candidate, seed, seeded, split, secret)
             if best is None or score > best[0]:
-                best = (float(score), model, candidate)
+                best = (score, model, candidate)
         assert best is not None  # K >= 1 under a truncated negative binomial law
-        self.best_score_, self.best_estimator_, self.best_params_ = best
-        self.n_runs_ = runs
-        self.privacy_events_: list[DPEvent] = [selection]
-        self.noise_ = "seeded" if seeded else "secure"
-        self.epsilon_ = float(epsilon)
-        self.delta_ = delta
-        self.accountant_ = accountant
-        for name in ("classes_", "schema_", "n_features_in_", "feature_names_in_"):
-            if hasattr(self.best_estimator_, name):
-                setattr(self, name, getattr(self.best_estimator_, name))
-            elif hasattr(self, name):
-                delattr(self, name)
+        self._commit(plan, best, runs, seeded)
         return self
 
     @staticmethod

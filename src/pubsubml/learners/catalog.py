@@ -1,4 +1,4 @@
-"""The learner registry: names → estimator factories, with their task and privacy.
+"""The learner catalog: names → estimator factories, with their task and privacy.
 
 Sites choose their model types independently (pubsub-ml.txt §1, "model-agnostic"; §8.2.2), so
 the code that trains a site's model looks it up by name here.  Built-ins are registered in one
@@ -63,7 +63,7 @@ class LearnerSpec:
     task: Task
 
 
-_REGISTRY: dict[str, LearnerSpec] = {}
+_CATALOG: dict[str, LearnerSpec] = {}
 
 
 def register_learner(
@@ -92,7 +92,7 @@ def register_learner(
     ------
     LearnerRegistrationError
         On a malformed name, a non-callable factory, a bad ``private`` or ``task``, or a name
-        already registered without ``overwrite=True``.  The registry is unchanged.
+        already registered without ``overwrite=True``.  The catalog is unchanged.
 
     Examples
     --------
@@ -113,11 +113,11 @@ def register_learner(
         raise LearnerRegistrationError(f"private must be a bool, got {private!r}")
     if task not in get_args(Task):
         raise LearnerRegistrationError(f"task must be one of {list(get_args(Task))}, got {task!r}")
-    if name in _REGISTRY and not overwrite:
+    if name in _CATALOG and not overwrite:
         raise LearnerRegistrationError(
             f"learner {name!r} is already registered; pass overwrite=True to replace it"
         )
-    _REGISTRY[name] = LearnerSpec(name=name, factory=factory, private=private, task=task)
+    _CATALOG[name] = LearnerSpec(name=name, factory=factory, private=private, task=task)
 
 
 def unregister_learner(name: str) -> None:
@@ -129,7 +129,7 @@ def unregister_learner(name: str) -> None:
         When ``name`` is not registered.
     """
     get_learner_spec(name)
-    del _REGISTRY[name]
+    del _CATALOG[name]
 
 
 def get_learner_spec(name: str) -> LearnerSpec:
@@ -141,10 +141,10 @@ def get_learner_spec(name: str) -> LearnerSpec:
         Listing the registered names.
     """
     try:
-        return _REGISTRY[name]
+        return _CATALOG[name]
     except (KeyError, TypeError):
         raise UnknownLearnerError(
-            f"unknown learner {name!r}; registered learners: {', '.join(sorted(_REGISTRY))}"
+            f"unknown learner {name!r}; registered learners: {', '.join(sorted(_CATALOG))}"
         ) from None
 
 
@@ -176,7 +176,7 @@ def available_learners(task: Task | None = None, private: bool | None = None) ->
     """
     return sorted(
         spec.name
-        for spec in _REGISTRY.values()
+        for spec in _CATALOG.values()
         if (task is None or spec.task == task) and (private is None or spec.private == private)
     )
 

@@ -27,8 +27,8 @@ from pubsubml.experiments.pubsub.consortium import (
 )
 from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
 from pubsubml.learners.registry import create_learner
-from pubsubml.methods.pubsub.outputs import OwnModel
-from pubsubml.methods.pubsub.own import OwnLearner
+from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["network", "own_model", "publisher_learner", "train_publishers"]
@@ -128,11 +128,18 @@ def _publisher_estimator(
     return create_learner(name, **params)
 
 
-def own_model(scenario: Scenario, config: MethodConfig, seed: int) -> Any:
+def own_model(
+    scenario: Scenario,
+    config: MethodConfig,
+    seed: int,
+    *,
+    cross_fits: CrossFitStore | None = None,
+) -> Any:
     """The subscriber's own model M^s, unfitted (the Own baseline; M^s inside CUSTOMIZE).
 
     ``config.own_model="paper"`` is Table 4's network without DP (pubsub-ml.txt §7.3); any other
-    value is an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of that kind.
+    value is an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of that kind, which keeps its
+    cross-fit in ``cross_fits`` (if given) for CUSTOMIZE to reuse.
     """
     if config.own_model not in OWN_MODELS:
         raise ValueError(f"unknown own model {config.own_model!r}; choose from {OWN_MODELS}")
@@ -145,6 +152,7 @@ def own_model(scenario: Scenario, config: MethodConfig, seed: int) -> Any:
         schema=schema,
         classes=scenario.classes,
         random_state=seed,
+        cross_fits=cross_fits,
     )
 
 

@@ -59,7 +59,7 @@ def cases(workdir: Path) -> dict[str, str]:
         ),
         "import pubsubml.registry.client": "import pubsubml.registry.client",
         "import pubsubml.artifacts.signing": "import pubsubml.artifacts.signing",
-        "import pubsubml.methods.pubsub.saved": "import pubsubml.methods.pubsub.saved",
+        "import pubsubml.methods.pubsub.storage.reader": "import pubsubml.methods.pubsub.storage.reader",
     }
 
 

@@ -25,6 +25,7 @@ from pubsubml.errors import (
 from pubsubml.hub import LocalHub
 from pubsubml.learners.mlp import DPMLPClassifier
 from pubsubml.methods import Customizer, published_runner
+from pubsubml.methods.pubsub.subscription import SubscriptionError, prepare_subscription
 from pubsubml.privacy import PrivacyLedger
 from pubsubml.schema import FeatureSchema
 from pubsubml.sites import Site
@@ -175,6 +176,26 @@ def test_pulled_models_feed_the_customizer() -> None:
     # Assert
     assert direct.selected_ids_ == ["own", *(m.model_id for m in models)]
     np.testing.assert_allclose(direct.predict_proba(X), batched.predict_proba(X), atol=1e-6)
+
+
+def test_pulled_models_are_prepared_for_customize_as_the_command_line_prepares_them() -> None:
+    hub = LocalHub()
+    pubs = [_site(f"p{i}") for i in range(2)]
+    sub = _site("s")
+    sub.trust(*(p.public_key for p in pubs))
+    sub.subscribe(hub, "x0", task="classification", classes=[0, 1])
+    for i, p in enumerate(pubs):
+        p.publish(_dp_model(i, ["x0", "x1"] if i == 0 else ["x0", "x2"]), hub)
+    models = sub.pull(hub)
+    X, y = _data(120, 3)
+    prepared = prepare_subscription(models, X, y, trusted_keys=sub.trusted_keys)
+    assert [m.model_id for m in prepared.models] == sorted(m.model_id for m in models)
+    assert prepared.schema.names == SCHEMA.names and prepared.classes == [0, 1]
+    # A site that trusts no one gets the refusal `pubsubml customize` gives without --trust.
+    with pytest.raises(SubscriptionError, match="no trusted keys"):
+        prepare_subscription(models, X, y, trusted_keys=_site("t").trusted_keys)
+    customizer = prepared.customizer(own_model="logistic", cv=3, random_state=0).fit(X, y)
+    assert customizer.selected_ids_[0] == "own"
 
 
 def test_release_to_charges_then_writes_and_refuses_over_budget(tmp_path: Path) -> None:

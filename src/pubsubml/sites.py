@@ -312,6 +312,10 @@ class Site:
         Returns
         -------
         list of PublishedModel, in feed order
+            The input of CUSTOMIZE once
+            :func:`~pubsubml.methods.pubsub.subscription.prepare_subscription` (given
+            ``trusted_keys=site.trusted_keys``) has kept those of the task, ordered them and
+            settled the public schema and classes, as ``pubsubml customize`` does for an inbox.
 
         Raises
         ------

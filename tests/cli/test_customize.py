@@ -13,6 +13,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,7 +31,13 @@ from typer.testing import CliRunner, Result
 from pubsubml.artifacts import load_artifact
 from pubsubml.artifacts.signing import key_id, public_key_from_base64
 from pubsubml.cli.commands import app
-from pubsubml.methods.pubsub.saved import load_customizer
+from pubsubml.errors import SignatureError
+from pubsubml.methods.pubsub.storage import load_customizer
+from pubsubml.methods.pubsub.subscription import (
+    SubscriptionError,
+    prepare_subscription,
+    read_trusted_keys,
+)
 
 runner = CliRunner()
 
@@ -423,8 +430,13 @@ def test_customize_refuses_cards_that_define_a_feature_differently(
            inbox / "hospital-b", "--class", "0", "--class", "1")  # fmt: skip
     out = tmp_path / "c"
     r = _customize(world, out, "--inbox", inbox, *world.trust)
-    refused(r, 2, "'x3'", "differently", "--schema")
+    line = refused(r, 2, "'x3'", "differently", "--schema")
     assert not out.exists()
+    received, X, y = _library(world, inbox, "a.key.pub", "b.key.pub")
+    keys = read_trusted_keys([world / "a.key.pub", world / "b.key.pub"])
+    with pytest.raises(SubscriptionError, match="schema=") as disagree:
+        prepare_subscription(received, X, y, trusted_keys=keys)
+    assert disagree.value.kind == "cards_disagree" and disagree.value.problem in line
     r = _customize(world, out, "--inbox", inbox, *world.trust, "--own", "logistic",
                    "--schema", world / "bounds.json")  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -623,3 +635,50 @@ def test_contributions_of_publishers_that_carry_weight_match_customizes(
     assert set(scores) == set(printed) == set(_model_ids(world.inbox))
     assert max(scores.values()) > 0.5  # the publishers carry the fusion here
     assert {k: round(v, 3) for k, v in scores.items()} == printed
+
+
+# ---- the library and the command line prepare a subscription alike ---------------------------
+def _library(world: World, inbox: Path, *pub: str) -> tuple[Any, pd.DataFrame, Any]:
+    """What a library user passes to ``prepare_subscription``: keys, opened artifacts, rows."""
+    keys = read_trusted_keys([world / p for p in pub])
+    received = [load_artifact(p).open(keys) for p in sorted(inbox.iterdir()) if p.is_dir()]
+    frame = pd.read_csv(world / "sub.csv")
+    return received, frame.drop(columns=["y"]), frame["y"]
+
+
+def test_the_library_prepares_the_schema_and_classes_customize_fused(world: World) -> None:
+    received, X, y = _library(world, world.inbox, "a.key.pub", "b.key.pub")
+    keys = read_trusted_keys([world / "a.key.pub", world / "b.key.pub"])
+    sub = prepare_subscription(received[::-1], X, y, trusted_keys=keys)
+    stored = load_customizer(world.customized)
+    assert sub.schema == stored.schema
+    assert sub.classes == stored.classes_.tolist() == [0, 1]
+    assert [m.model_id for m in sub.models] == stored.model_ids == _model_ids(world.inbox)
+    assert sub.customizer(cv=3).get_params()["schema"] == stored.schema
+
+
+def test_the_library_and_customize_refuse_the_same_bad_inputs(world: World, tmp_path: Path) -> None:
+    received, X, y = _library(world, world.inbox, "a.key.pub", "b.key.pub")
+    # No trusted key.
+    with pytest.raises(SubscriptionError) as no_keys:
+        prepare_subscription(received, X, y, trusted_keys={})
+    line = refused(_customize(world, tmp_path / "c", "--inbox", world.inbox), 2)
+    assert no_keys.value.kind == "no_trusted_keys" and no_keys.value.problem in line
+    # A model whose signer is not trusted: the same SignatureError text.
+    only_a = read_trusted_keys([world / "a.key.pub"])
+    with pytest.raises(SignatureError) as untrusted:
+        prepare_subscription(received, X, y, trusted_keys=only_a)
+    r = _customize(world, tmp_path / "c", "--inbox", world.inbox, "--trust", world / "a.key.pub")
+    assert str(untrusted.value).splitlines()[0] in refused(r, 1)
+    # A column without a public definition.
+    with pytest.raises(SubscriptionError) as undefined:
+        prepare_subscription(received, X.assign(zz=0.5), y, trusted_keys=only_a | _b(world))
+    X.assign(zz=0.5, y=y).to_csv(tmp_path / "sub.csv", index=False)
+    r = _customize(world, tmp_path / "c", "--inbox", world.inbox, *world.trust,
+                   data=tmp_path / "sub.csv")  # fmt: skip
+    assert undefined.value.kind == "undefined_columns" and undefined.value.problem in refused(r, 2)
+    assert not (tmp_path / "c").exists()
+
+
+def _b(world: World) -> dict[str, Any]:
+    return read_trusted_keys([world / "b.key.pub"])

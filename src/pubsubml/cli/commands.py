@@ -106,6 +106,7 @@ def _mount_registry() -> None:
 
 def _mount_site() -> None:
     import pubsubml.cli.customize as customize_cli
+    import pubsubml.cli.customized_model as customized_cli
     import pubsubml.cli.example as example_cli
     import pubsubml.cli.site as site_cli
     import pubsubml.cli.train as train_cli
@@ -115,9 +116,9 @@ def _mount_site() -> None:
     app.add_typer(site_cli.schema_app, name="schema")
     app.command("train")(train_cli.train_command)
     app.command("customize")(customize_cli.customize_command)
-    app.command("predict")(customize_cli.predict_command)
-    app.command("evaluate")(customize_cli.evaluate_command)
-    app.command("contributions")(customize_cli.contributions_command)
+    app.command("predict")(customized_cli.predict_command)
+    app.command("evaluate")(customized_cli.evaluate_command)
+    app.command("contributions")(customized_cli.contributions_command)
 
 
 _mount_registry()

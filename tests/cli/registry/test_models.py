@@ -134,7 +134,7 @@ def test_customize_on_a_pulled_inbox_trusts_its_keys_file_by_default(
     invoke: Callable[..., Result], artifacts: Any, tmp_path: Path, server: dict[str, Any]
 ) -> None:
     from pubsubml.cli.commands import app
-    from pubsubml.methods.pubsub.saved import load_customizer
+    from pubsubml.methods.pubsub.storage import load_customizer
 
     inbox, ids = _pull_two_publishers(invoke, artifacts, tmp_path, server)
     rng = np.random.default_rng(0)

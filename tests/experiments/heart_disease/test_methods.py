@@ -22,7 +22,7 @@ from pubsubml.experiments.heart_disease.methods import (
 )
 from pubsubml.experiments.heart_disease.splits import FLAMBY_SCHEMA, flamby_frames
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
 
 class _Proba:

@@ -25,7 +25,7 @@ from pubsubml.experiments.pubsub.compared import (
 )
 from pubsubml.experiments.pubsub.scenarios import distributed_features, with_budgets
 from pubsubml.methods.pubsub import own_crossfit
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
 HyperplaneScenario = Callable[..., Scenario]  # the conftest fixture's factory
 

@@ -11,7 +11,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_regression
 from sklearn.linear_model import LinearRegression, LogisticRegression
-from sklearn.metrics import accuracy_score, balanced_accuracy_score
+from sklearn.metrics import accuracy_score
 from sklearn.model_selection import cross_val_score
 
 from pubsubml.errors import LabelError, SchemaMismatchError
@@ -181,37 +181,6 @@ def test_regression() -> None:
     assert c.selection_metric_ == "mse" and c.predict(X).shape == (400,)
     assert c.score(X, y) > 0.9
     assert cross_val_score(c, X, y, cv=2).shape == (2,)
-
-
-def test_vectorized_selection_metrics_match_scikit_learn() -> None:
-    from sklearn.metrics import f1_score, log_loss, mean_squared_error, r2_score
-
-    from pubsubml.methods.pubsub.outputs import SELECTION_METRICS
-
-    rng = np.random.default_rng(0)
-    y = rng.choice(3, size=60, p=[0.6, 0.3, 0.1])
-    out = rng.random((4, 60, 3))
-    pred = out.argmax(axis=2)
-    expected = {
-        "accuracy": [accuracy_score(y, p) for p in pred],
-        "balanced_accuracy": [balanced_accuracy_score(y, p) for p in pred],
-        "f1_minority": [f1_score(y, p, labels=[2], average="macro") for p in pred],
-    }
-    for name, ref in expected.items():
-        np.testing.assert_allclose(SELECTION_METRICS[name].score(y, out), ref)
-    proba = (0.05 + out) / (0.05 + out).sum(axis=2, keepdims=True)  # no probability under 1e-3
-    np.testing.assert_allclose(
-        SELECTION_METRICS["log_loss"].score(y, proba),
-        [log_loss(y, p, labels=[0, 1, 2]) for p in proba],
-    )
-    t = rng.normal(size=60)
-    reg = rng.normal(size=(4, 60, 1))
-    np.testing.assert_allclose(
-        SELECTION_METRICS["mse"].score(t, reg), [mean_squared_error(t, r[:, 0]) for r in reg]
-    )
-    np.testing.assert_allclose(
-        SELECTION_METRICS["r2"].score(t, reg), [r2_score(t, r[:, 0]) for r in reg]
-    )
 
 
 # ---- the stacked fusion ----------------------------------------------------------------------
@@ -389,3 +358,23 @@ def test_the_documented_pubsub_star_example_runs() -> None:
     star, artifact = namespace["star"], namespace["artifact"]
     assert star.candidate_ids_ == ["own", "m0", "m1"] and not star.fallback_
     assert artifact.card.privacy.epsilon == np.inf == namespace["received"].epsilon
+
+
+@pytest.mark.parametrize("own", ["logistic", None])
+def test_fit_top_ms_equals_one_fit_per_top_m(own: str | None) -> None:
+    X, y = _frame(300, 3)
+    models = [Threshold(t) for t in (0.9, 0.5, 0.7, 0.55, 0.1, 0.3)]
+    base = Customizer(models=models, own_model=own, random_state=4)
+    top_ms = (None, 4, 2)
+    shared = base.fit_top_ms(X, y, top_ms)
+    assert not hasattr(base, "fusion_model_")  # self is left unchanged
+    X_new, _ = _frame(50, 5)
+    for top_m, c in zip(top_ms, shared, strict=True):
+        alone = Customizer(models=models, own_model=own, top_m=top_m, random_state=4).fit(X, y)
+        assert c.top_m == top_m
+        assert c.selected_ids_ == alone.selected_ids_
+        np.testing.assert_allclose(c.selection_scores_, alone.selection_scores_)
+        np.testing.assert_allclose(c.predict_proba(X_new), alone.predict_proba(X_new))
+        assert c.fusion_weights_ == pytest.approx(alone.fusion_weights_)
+        assert set(c.fit_timings_) == {"own", "outputs", "select", "fuse"}
+    assert len(shared[2].selected_) == 2  # M^s, when there is one, counts among the top m

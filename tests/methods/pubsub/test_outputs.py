@@ -9,21 +9,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import BaseEstimator, is_classifier, is_regressor
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import r2_score
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.methods import Customizer
 from pubsubml.methods.pubsub.outputs import (
-    SELECTION_METRICS,
-    OwnModel,
-    TaskEstimatorMixin,
     align_outputs,
     candidate_ids,
-    encode_targets,
+    check_frame,
+    extend_features,
+    meta_features,
+    meta_layout,
     model_classes,
     model_features,
-    public_encoder,
     run_models,
 )
 from pubsubml.schema import FeatureSchema
@@ -68,14 +66,6 @@ def test_model_features_and_classes_come_from_what_the_model_declares() -> None:
         model_features(object())
 
 
-def test_own_model_reads_only_its_features() -> None:
-    est = LogisticRegression().fit(FRAME[["c", "a"]], ["no", "yes"])
-    own = OwnModel(est, ["c", "a"])
-    np.testing.assert_array_equal(own.predict_proba(FRAME), est.predict_proba(FRAME[["c", "a"]]))
-    np.testing.assert_array_equal(own.predict(FRAME), ["no", "yes"])
-    assert model_features(own) == ["c", "a"] and model_classes(own) == ["no", "yes"]
-
-
 def test_candidate_ids_take_given_names_then_model_ids_then_positions() -> None:
     named = Box(["a"])
     named.model_id = "pub-7"  # type: ignore[attr-defined]
@@ -87,36 +77,6 @@ def test_candidate_ids_take_given_names_then_model_ids_then_positions() -> None:
             candidate_ids(models, given, reserved="own")
     with pytest.raises(ValueError, match="unique"):
         candidate_ids([Box(["a"]), named], ["m1", "m1"], reserved="own")
-
-
-def test_encode_targets_indexes_labels_in_the_given_order() -> None:
-    y = np.array(["b", "a", "c", "a"])
-    labels, codes = encode_targets(y, "classification", None)
-    assert labels is not None and labels.tolist() == ["a", "b", "c"]
-    assert codes.tolist() == [1, 0, 2, 0] and codes.dtype == np.int64
-    public, codes2 = encode_targets(y, "classification", ["c", "b", "a", "d"])
-    assert public is not None and public.tolist() == ["c", "b", "a", "d"]
-    assert codes2.tolist() == [1, 2, 0, 2]
-    none, values = encode_targets(np.array([1, 2]), "regression", ["ignored"])
-    assert none is None and values.dtype == np.float64 and values.tolist() == [1.0, 2.0]
-
-
-@pytest.mark.parametrize(
-    ("y", "task", "classes", "error"),
-    [
-        (np.array(["a", None], dtype=object), "classification", None, LabelError),
-        (np.array([1, 1, 1]), "classification", None, LabelError),
-        (np.array([1, 2]), "classification", [1, 1, 2], LabelError),
-        (np.array([1, 3]), "classification", [1, 2], LabelError),
-        (np.array(["x", "1.0"]), "regression", None, DataValidationError),
-        (np.array([1.0, math.inf]), "regression", None, DataValidationError),
-    ],
-)
-def test_encode_targets_refuses_bad_labels(
-    y: np.ndarray, task: str, classes: list[Any] | None, error: type[Exception]
-) -> None:
-    with pytest.raises(error):
-        encode_targets(y, task, classes)
 
 
 def test_run_models_gives_each_model_only_its_declared_features() -> None:
@@ -184,48 +144,69 @@ def test_align_outputs_refuses_what_cannot_be_aligned(
         align_outputs(out, Box(["a"], classes=classes), np.array(["no", "yes"]), 0)
 
 
-def test_r2_selection_on_a_constant_target_matches_scikit_learn() -> None:
-    t = np.full(5, 2.0)
-    outs = np.stack([np.full((5, 1), 2.0), np.full((5, 1), 3.0)])
-    expected = [r2_score(t, o[:, 0]) for o in outs]
-    np.testing.assert_allclose(SELECTION_METRICS["r2"].score(t, outs), expected)
-    assert expected == [1.0, 0.0]
+class Threshold:
+    """A black box predicting 1 when ``x0 > t``, with fixed confidence."""
+
+    input_features = ("x0",)
+    classes = (0, 1)
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        p = np.where(X["x0"].to_numpy() > self.t, 0.8, 0.2)
+        return np.column_stack([1 - p, p])
 
 
-def test_f1_minority_is_zero_when_the_minority_is_never_predicted() -> None:
-    y = np.array([0, 0, 0, 1])
-    never = np.tile([[0.9, 0.1]], (4, 1))[None]
-    always = np.tile([[0.1, 0.9]], (4, 1))[None]
-    scores = SELECTION_METRICS["f1_minority"].score(y, np.concatenate([never, always]))
-    np.testing.assert_allclose(scores, [0.0, 2 * 1 / (4 + 1)])
-    assert {name for name, m in SELECTION_METRICS.items() if "regression" in m.tasks} == {
-        "mse",
-        "r2",
-    }
+def _frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.random((n, 3)), columns=["x0", "x1", "x2"])
+    return X, (X["x0"].to_numpy() > 0.5).astype(int)
 
 
-def test_public_encoder_scales_by_the_public_bounds() -> None:
-    schema = FeatureSchema.numeric(["a", "b", "c"], lower=0.0, upper=10.0)
-    encode = public_encoder(schema, ["c", "a"])
-    np.testing.assert_allclose(encode(FRAME), [[0.5, 0.1], [0.6, 0.2]])
-    plain = public_encoder(None, ["c", "a"])
-    np.testing.assert_array_equal(plain(FRAME), [[5.0, 1.0], [6.0, 2.0]])
-    with pytest.raises(DataValidationError, match="numeric"):
-        plain(FRAME.assign(a=["x", "y"]))
+def test_feature_extension_uses_public_defaults() -> None:
+    schema = FeatureSchema.numeric(["x0", "x1", "x2", "z"], default=0.25)
+    seen: list[pd.DataFrame] = []
+
+    class Spy(Threshold):
+        input_features = ("z", "x0")
+
+        def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+            seen.append(X)
+            return super().predict_proba(X)
+
+    X, y = _frame(100, 4)
+    Customizer(models=[Spy(0.5)], own_model=None, schema=schema, random_state=0).fit(X, y)
+    assert list(seen[0].columns) == ["z", "x0"]
+    assert (seen[0]["z"] == 0.25).all()
 
 
-class _Task(TaskEstimatorMixin, BaseEstimator):
-    def __init__(self, task: str = "classification") -> None:
-        self.task = task
+def test_extend_features_fills_only_what_a_model_needs_from_the_schema() -> None:
+    schema = FeatureSchema.numeric(["a", "b", "c", "z"], default=0.25)
+    box = Box(["z", "a", "w"])
+    extended = extend_features(FRAME, [box], schema)
+    assert list(extended.columns) == ["a", "b", "c", "z"] and (extended["z"] == 0.25).all()
+    assert extend_features(FRAME, [box], None) is FRAME
 
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return X["a"].to_numpy()
+
+def test_meta_features_are_log_odds_for_the_stacked_fusion_and_probabilities_otherwise() -> None:
+    outs = [np.array([[0.5, 0.5], [0.9, 0.1]]), np.array([[0.2, 0.8], [0.5, 0.5]])]
+    raw = meta_features(outs, task="classification", stacked=False, scale=None)
+    np.testing.assert_array_equal(raw, np.hstack(outs))
+    pooled = meta_features(outs, task="classification", stacked=True, scale=None)
+    np.testing.assert_allclose(pooled[:, 0], -pooled[:, 1])  # centred per model and class pair
+    reg = meta_features([np.array([[3.0], [5.0]])], task="regression", stacked=True, scale=(1, 2))
+    np.testing.assert_array_equal(reg, [[1.0], [2.0]])
+    blocks, names = meta_layout([2, 2], ["own", "m0"], np.array([0, 1]))
+    assert blocks == [slice(0, 2), slice(2, 4)] and names == ["own:0", "own:1", "m0:0", "m0:1"]
 
 
-def test_task_mixin_makes_a_classifier_or_a_regressor() -> None:
-    assert is_classifier(_Task()) and not is_regressor(_Task())
-    assert is_regressor(_Task("regression")) and not is_classifier(_Task("regression"))
-    X = pd.DataFrame({"a": [1, 0, 1, 1]})
-    assert _Task().score(X, [1, 0, 0, 1]) == 0.75
-    assert _Task().score(X, [1, 0, 0, 1], sample_weight=[1, 1, 2, 0]) == 0.5
-    assert _Task("regression").score(X, [1, 0, 1, 1]) == 1.0
+def test_check_frame_names_columns_as_strings_and_refuses_what_the_schema_lacks() -> None:
+    frame = check_frame(pd.DataFrame({0: [1.0], "b": [2.0]}), None)
+    assert list(frame.columns) == ["0", "b"]
+    with pytest.raises(SchemaMismatchError, match="not in the public schema"):
+        check_frame(FRAME, FeatureSchema.numeric(["a"]))
+    with pytest.raises(SchemaMismatchError, match="DataFrame"):
+        check_frame(FRAME.to_numpy(), None)
+    with pytest.raises(DataValidationError, match="no rows"):
+        check_frame(FRAME.iloc[:0], None)

@@ -13,9 +13,13 @@ from sklearn.linear_model import LogisticRegression, RidgeCV
 from sklearn.tree import DecisionTreeClassifier
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
-from pubsubml.methods.pubsub.own import OwnLearner
+from pubsubml.methods.pubsub.outputs import model_classes, model_features
+from pubsubml.methods.pubsub.own import OwnLearner, OwnModel, public_encoder
+from pubsubml.schema import FeatureSchema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+FRAME = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5.0, 6.0]})
 
 
 def _data(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
@@ -111,3 +115,30 @@ def test_bad_input_raises_and_leaves_nothing_fitted(
     assert not hasattr(own, "estimator_") and not hasattr(own, "classes_")
     with pytest.raises(NotFittedError):
         own.predict(X_ok)
+
+
+def test_own_model_reads_only_its_features() -> None:
+    est = LogisticRegression().fit(FRAME[["c", "a"]], ["no", "yes"])
+    own = OwnModel(est, ["c", "a"])
+    np.testing.assert_array_equal(own.predict_proba(FRAME), est.predict_proba(FRAME[["c", "a"]]))
+    np.testing.assert_array_equal(own.predict(FRAME), ["no", "yes"])
+    assert model_features(own) == ["c", "a"] and model_classes(own) == ["no", "yes"]
+
+
+def test_public_encoder_scales_by_the_public_bounds() -> None:
+    schema = FeatureSchema.numeric(["a", "b", "c"], lower=0.0, upper=10.0)
+    encode = public_encoder(schema, ["c", "a"])
+    np.testing.assert_allclose(encode(FRAME), [[0.5, 0.1], [0.6, 0.2]])
+    plain = public_encoder(None, ["c", "a"])
+    np.testing.assert_array_equal(plain(FRAME), [[5.0, 1.0], [6.0, 2.0]])
+    with pytest.raises(DataValidationError, match="numeric"):
+        plain(FRAME.assign(a=["x", "y"]))
+
+
+def test_default_network_does_not_underfit() -> None:
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame(rng.random((200, 4)), columns=["a", "b", "c", "d"])
+    y = (X["a"] + X["b"] > 1).astype(int).to_numpy()
+    Xt = pd.DataFrame(rng.random((2000, 4)), columns=["a", "b", "c", "d"])
+    yt = (Xt["a"] + Xt["b"] > 1).astype(int).to_numpy()
+    assert OwnLearner(kind="mlp", random_state=0).fit(X, y).score(Xt, yt) > 0.9

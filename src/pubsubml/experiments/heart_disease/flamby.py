@@ -71,7 +71,7 @@ from pubsubml.experiments.heart_disease.methods import (
 )
 from pubsubml.experiments.heart_disease.splits import FLAMBY_SCHEMA, HospitalSplit, flamby_frames
 from pubsubml.experiments.runner import Record
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 from pubsubml.privacy.dpsgd import init_mlp
 
 __all__ = [
@@ -195,8 +195,7 @@ def flamby_task(seed: int, *, smoke: bool = False) -> list[Record]:
     stores = {h: CrossFitStore() for h in HOSPITALS}
     own = {}
     for h, (X, y) in data.items():
-        with reusing_cross_fits(stores[h]):
-            own[h] = fit_own(X, y, FLAMBY_SCHEMA, seed=seed, kind=training.own_kind)
+        own[h] = fit_own(X, y, FLAMBY_SCHEMA, seed=seed, kind=training.own_kind, store=stores[h])
     rows += _records("Own", on_own_tests(own, frames), epsilon=math.inf)
     published = hospital_models(data, FLAMBY_SCHEMA, epsilon=EPSILON, seed=seed, training=training)
     for label, models in (("PubSub-ML", published), ("PubSub-ML*", local)):

@@ -49,7 +49,7 @@ from pubsubml.experiments.heart_disease.methods import (
 from pubsubml.experiments.heart_disease.splits import clinic_rows, hospital_splits, split_seed
 from pubsubml.experiments.reports import mean_se_label
 from pubsubml.experiments.runner import Record
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
 __all__ = [
     "CLINIC_SIZES",
@@ -165,8 +165,7 @@ def hospitals_task(
         rows.append(_record("hospitals", hospital, method, model, X, p.y_test, **info))
 
     for h, (X, y) in data.items():
-        with reusing_cross_fits(stores[h]):
-            own = fit_own(X, y, HEART_SCHEMA, seed=rs, kind=training.own_kind)
+        own = fit_own(X, y, HEART_SCHEMA, seed=rs, kind=training.own_kind, store=stores[h])
         add(h, "Own", own, epsilon=math.inf, own_choice=_choice(own))
     published: dict[float | None, dict[str, Any]] = {}
     for eps in (*EPSILONS, None):
@@ -230,8 +229,7 @@ def _clinics(
             X, y = p.X_train.iloc[picked].reset_index(drop=True), p.y_train[picked]
             store = CrossFitStore()
             info = {"n_rows": n, "n_train": n}
-            with reusing_cross_fits(store):
-                own = fit_own(X, y, HEART_SCHEMA, seed=rs, kind=training.own_kind)
+            own = fit_own(X, y, HEART_SCHEMA, seed=rs, kind=training.own_kind, store=store)
             where = clinic_label(source)
             rows.append(
                 _record("clinic", where, "Own", own, p.X_test, p.y_test, epsilon=math.inf, **info)

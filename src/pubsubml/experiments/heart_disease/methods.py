@@ -41,13 +41,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import log_loss, roc_auc_score
 
 from pubsubml.experiments.pubsub.consortium import FL_METHODS, LEARNERS
-from pubsubml.learners.catalog import create_learner
 from pubsubml.learners.dpsgd_defaults import dp_sgd_defaults
 from pubsubml.learners.mlp import DPMLPClassifier
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
+from pubsubml.learners.catalog import create_learner
 from pubsubml.methods.pubsub.customizer import Customizer
-from pubsubml.methods.pubsub.outputs import OwnModel
-from pubsubml.methods.pubsub.own import OwnLearner
+from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 from pubsubml.privacy.accountants import DEFAULT_DELTA
 from pubsubml.schema import FeatureSchema
 
@@ -248,7 +247,13 @@ def hospital_models(
 
 
 def fit_own(
-    X: pd.DataFrame, y: np.ndarray, schema: FeatureSchema, *, seed: int, kind: str = "auto"
+    X: pd.DataFrame,
+    y: np.ndarray,
+    schema: FeatureSchema,
+    *,
+    seed: int,
+    kind: str = "auto",
+    store: CrossFitStore | None = None,
 ) -> Any:
     """The subscriber's own model M^s on its rows: OwnLearner, or a constant on one class.
 
@@ -262,6 +267,8 @@ def fit_own(
         The learner's seed (the same as CUSTOMIZE's, so the cross-fit is shared).
     kind : str, default="auto"
         The OwnLearner kind.
+    store : CrossFitStore, optional
+        Where the learner's cross-fit is kept for :func:`customize` to reuse.
     """
     if _one_class(y):
         return ConstantClassifier().fit(X, y)
@@ -271,6 +278,7 @@ def fit_own(
         schema=schema.subset(list(X.columns)),
         classes=CLASSES,
         random_state=seed,
+        cross_fits=store,
     )
     return learner.fit(X, y)
 
@@ -299,15 +307,15 @@ def customize(
     """
     if _one_class(y):
         return ConstantClassifier().fit(X, y), True
-    with reusing_cross_fits(store):
-        cust = Customizer(
-            models=list(models),
-            task="classification",
-            own_model=kind,
-            schema=schema,
-            classes=CLASSES,
-            random_state=seed,
-        ).fit(X, y)
+    cust = Customizer(
+        models=list(models),
+        task="classification",
+        own_model=kind,
+        schema=schema,
+        classes=CLASSES,
+        random_state=seed,
+        cross_fits=store,
+    ).fit(X, y)
     return cust, bool(cust.fallback_)
 
 

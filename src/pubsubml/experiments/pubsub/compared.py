@@ -43,8 +43,8 @@ from pubsubml.experiments.pubsub.models import (
     train_publishers,
 )
 from pubsubml.experiments.runner import Record, kfold_indices
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
 from pubsubml.methods.pubsub.customizer import Customizer
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
 __all__ = [
     "FL_METHODS",
@@ -274,7 +274,7 @@ def evaluate_fold(
     cross_fits : CrossFitStore, optional
         Where the own model's cross-fits are kept for reuse: Own, PubSub-ML and PubSub-ML* share
         M^s (the same learner, rows and seed), so it is cross-fitted once per fold
-        (:mod:`~pubsubml.methods.pubsub.crossfit_reuse`); a new store per call by default, one
+        (:class:`~pubsubml.methods.pubsub.own_crossfit.CrossFitStore`); a new store per call by default, one
         store shared by calls that score the same subscriber.  Each method's ``seconds`` still
         include the cross-fit's seconds, as if it had run again.
 
@@ -336,6 +336,7 @@ class _Fold:
         self.fl_models: dict[str, Any] = {}
         self.fl_seconds: dict[str, float] = {}
         self.extra_seconds = 0.0
+        self.cross_fits: CrossFitStore | None = None
 
     def record(self, method: str, cross_fits: CrossFitStore) -> Record:
         """Train ``method``, time it and score it on the test rows.
@@ -346,8 +347,8 @@ class _Fold:
         self.extra_seconds = 0.0
         reused = cross_fits.reused_seconds
         t0 = time.perf_counter()
-        with reusing_cross_fits(cross_fits):
-            model, X_eval, eps, extra = self._run(method)
+        self.cross_fits = cross_fits  # given to the own model of Own and of CUSTOMIZE
+        model, X_eval, eps, extra = self._run(method)
         seconds = time.perf_counter() - t0 + self.extra_seconds
         seconds += cross_fits.reused_seconds - reused
         value = _score(self.scenario, model, X_eval, self.y_te)
@@ -382,6 +383,7 @@ class _Fold:
             schema=scenario.schema,
             classes=scenario.classes,
             random_state=rs,
+            cross_fits=self.cross_fits,
             **protocol,
         ).fit(self.X_tr, self.y_tr)
         eps = max(float(getattr(m.estimator, "epsilon_", math.inf)) for m in models)
@@ -391,7 +393,8 @@ class _Fold:
 
     def own(self) -> _Run:
         """The subscriber's own model on its own rows."""
-        model = own_model(self.scenario, self.config, self.rs).fit(self.X_tr, self.y_tr)
+        learner = own_model(self.scenario, self.config, self.rs, cross_fits=self.cross_fits)
+        model = learner.fit(self.X_tr, self.y_tr)
         return model, self.X_te, math.inf, {"own_choice": _choice(model)}
 
     def joint(self) -> _Run:

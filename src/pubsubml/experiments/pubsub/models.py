@@ -25,10 +25,10 @@ from pubsubml.experiments.pubsub.consortium import (
     Scenario,
     SimSite,
 )
-from pubsubml.learners.catalog import create_learner
 from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
-from pubsubml.methods.pubsub.outputs import OwnModel
-from pubsubml.methods.pubsub.own import OwnLearner
+from pubsubml.learners.catalog import create_learner
+from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 from pubsubml.schema import FeatureSchema
 
 __all__ = ["network", "own_model", "publisher_learner", "train_publishers"]
@@ -51,7 +51,7 @@ def network(
     dp : bool
     **kw
         Further parameters of :class:`~pubsubml.learners.mlp.DPMLPClassifier` /
-        :class:`~pubsubml.learners.mlp.DPMLPRegressor` (``epsilon``, ``random_state``).
+        :class:`~pubsubml.learners.mlp.DPMLPRegressor` (``target_epsilon``, ``random_state``).
     """
     auto = dp and config.dp_defaults
     common = dict(
@@ -60,7 +60,7 @@ def network(
         epochs=config.epochs,
         batch_size="auto" if auto else config.batch_size,
         learning_rate="auto" if auto else config.lr,
-        delta=scenario.delta,
+        target_delta=scenario.delta,
         dp=dp,
         **kw,
     )
@@ -111,7 +111,7 @@ def _publisher_estimator(
             schema,
             config,
             dp=dp,
-            epsilon=site.epsilon if dp else None,
+            target_epsilon=site.epsilon if dp else None,
             random_state=seed,
             noise_seed=seed if dp else None,  # a simulation: reproducible noise
         )
@@ -128,11 +128,18 @@ def _publisher_estimator(
     return create_learner(name, **params)
 
 
-def own_model(scenario: Scenario, config: MethodConfig, seed: int) -> Any:
+def own_model(
+    scenario: Scenario,
+    config: MethodConfig,
+    seed: int,
+    *,
+    cross_fits: CrossFitStore | None = None,
+) -> Any:
     """The subscriber's own model M^s, unfitted (the Own baseline; M^s inside CUSTOMIZE).
 
     ``config.own_model="paper"`` is Table 4's network without DP (pubsub-ml.txt §7.3); any other
-    value is an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of that kind.
+    value is an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of that kind, which keeps its
+    cross-fit in ``cross_fits`` (if given) for CUSTOMIZE to reuse.
     """
     if config.own_model not in OWN_MODELS:
         raise ValueError(f"unknown own model {config.own_model!r}; choose from {OWN_MODELS}")
@@ -145,6 +152,7 @@ def own_model(scenario: Scenario, config: MethodConfig, seed: int) -> Any:
         schema=schema,
         classes=scenario.classes,
         random_state=seed,
+        cross_fits=cross_fits,
     )
 
 

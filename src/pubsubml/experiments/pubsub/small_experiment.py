@@ -46,7 +46,7 @@ from pubsubml.experiments.pubsub.small import (
 from pubsubml.experiments.pubsub.tabular import FL_DP
 from pubsubml.experiments.reports import mean_se_label, summarize, write_results
 from pubsubml.experiments.runner import Record
-from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore
+from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
 __all__ = [
     "NAME",

@@ -44,7 +44,7 @@ from pubsubml.experiments.stacking.models import (
     train_public_models,
 )
 from pubsubml.methods.pubsub.contributions import contribution_graph, contribution_scores
-from pubsubml.methods.pubsub.outputs import OwnModel
+from pubsubml.methods.pubsub.own import OwnModel
 from pubsubml.methods.stacking.personalizer import StackingPersonalizer
 
 __all__ = [

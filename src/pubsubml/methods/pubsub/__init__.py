@@ -1,9 +1,10 @@
 """PubSub-ML (pubsub-ml.txt): a subscriber customizes the DP models it receives with its own data.
 
-* :mod:`~pubsubml.methods.pubsub.customizer`: CUSTOMIZE (§4), the subscriber's method;
-* :mod:`~pubsubml.methods.pubsub.own`: the subscriber's own model M^s, and the Own baseline;
-* :mod:`~pubsubml.methods.pubsub.fusion`: the fusion model f_c (§4 Step 4);
-* :mod:`~pubsubml.methods.pubsub.outputs`: running published black-box models, aligning outputs;
+* :mod:`~pubsubml.methods.pubsub.customizer`: CUSTOMIZE (§4, Algorithm 2), the subscriber's
+  method, whose module docstring names the module of each of its five steps;
+* :mod:`~pubsubml.methods.pubsub.subscription`: the subscriber's inputs to it (public schema,
+  classes, trusted keys), prepared one way for the library and the command line;
+* :mod:`~pubsubml.methods.pubsub.storage`: the folder format a customized model is stored in;
 * :mod:`~pubsubml.methods.pubsub.contributions`: how much each model helped (pfl-stacking.txt §3);
 * :mod:`~pubsubml.methods.pubsub.streams`: dynamic DP ensembles on data streams (§6).
 """
@@ -25,10 +26,12 @@ if TYPE_CHECKING:
     from pubsubml.methods.pubsub.fusion import StackedFusion
     from pubsubml.methods.pubsub.outputs import published_runner
     from pubsubml.methods.pubsub.own import OwnLearner
+    from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
     from pubsubml.methods.pubsub.streams import StreamPublisher, StreamSubscriber
 
 __all__ = [
     "ContributionReport",
+    "CrossFitStore",
     "Customizer",
     "OwnLearner",
     "StackedFusion",

@@ -36,6 +36,7 @@ __all__ = [
     "CONTRIBUTION_METHODS",
     "ContributionReport",
     "contribution_graph",
+    "contribution_rows",
     "contribution_scores",
     "rank_publishers",
 ]
@@ -293,3 +294,44 @@ def rank_publishers(
     values = CENTRALITIES[centrality](graph)
     publishers = [n for n in graph.nodes if graph.in_degree(n) > 0]
     return sorted(((p, values[p]) for p in publishers), key=lambda t: (-t[1], t[0]))
+
+
+def contribution_rows(
+    customizer: Any, scores: Mapping[str, float]
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The scores by model, best first, and summed by publisher (pfl-stacking.txt §3).
+
+    Parameters
+    ----------
+    customizer : Customizer
+        Its received ``models`` name each score's publisher and ε.
+    scores : mapping of str to float
+        :func:`contribution_scores` of ``customizer``.
+
+    Returns
+    -------
+    rows : list of dict
+        ``{"model_id", "publisher", "epsilon", "selected", "score"}`` per scored model, by
+        decreasing score (``publisher`` and ``epsilon`` are None for the own model and for a
+        model that was not selected).
+    publishers : dict of str to float
+        Each publisher's summed score.
+    """
+    by_id = {m.model_id: m for m in customizer.models or []}
+    rows: list[dict[str, Any]] = []
+    for mid, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])):
+        model = by_id.get(mid)
+        rows.append(
+            {
+                "model_id": mid,
+                "publisher": None if model is None else str(model.publisher),
+                "epsilon": None if model is None else float(model.epsilon),
+                "selected": mid in customizer.selected_ids_,
+                "score": score,
+            }
+        )
+    publishers: dict[str, float] = {}
+    for row in rows:
+        if row["publisher"] is not None:
+            publishers[row["publisher"]] = publishers.get(row["publisher"], 0.0) + row["score"]
+    return rows, publishers

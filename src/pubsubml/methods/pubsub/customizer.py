@@ -1,28 +1,25 @@
 """CUSTOMIZE: a subscriber fuses subscribed black-box models with its own (pubsub-ml.txt §4).
 
-:class:`Customizer` is Algorithm 2 as a scikit-learn estimator.  ``fit(X, y)`` runs on the
-subscriber's private DataFrame.  With ``cv=5`` (the default, cross-fitting as
-:class:`sklearn.ensemble.StackingClassifier` does):
+:class:`Customizer` is Algorithm 2 as a scikit-learn estimator, and ``fit(X, y)`` reads as the
+algorithm, on the subscriber's private DataFrame.  Where each of the five steps happens:
 
-1. the own model M^s (:class:`~pubsubml.methods.pubsub.own.OwnLearner`, the same learner as the Own
-   baseline) is fitted on 4/5 of the rows five times; every row gets its output from the model
-   that did not see it, and M^s is then refitted on all rows;
-2. every candidate of M^s ∪ Λ_s is scored on all rows (M^s by its out-of-fold outputs) and the
-   ``top_m`` best are kept (``Sel``);
-3. the meta-features m(x) (Eq. 2) are the selected models' outputs on feature-extended inputs:
-   centred log-odds for the default fusion, probabilities for the paper's fully connected layer;
-4. the fusion model f_c is fitted on O^s = {(m(x), y)} over all rows (Eq. 3);
-5. predict with f_c ∘ m.
+1. **M^s** — :mod:`~pubsubml.methods.pubsub.own` (the learner, the same as the Own baseline) and
+   :mod:`~pubsubml.methods.pubsub.own_crossfit` (its rows: by default cross-fitted over 5 folds,
+   every row's output from the model that did not see it, then refitted on all rows, as
+   :class:`sklearn.ensemble.StackingClassifier` does; ``cv="holdout"``: the paper's Tra/Cus);
+2. **Sel** — :mod:`~pubsubml.methods.pubsub.selection`: every candidate of M^s ∪ Λ_s is scored
+   on the fusion rows (M^s by its out-of-fold outputs) and the ``top_m`` best are kept;
+3. **O^s** (Eq. 3) — :mod:`~pubsubml.methods.pubsub.outputs`: the selected models' outputs on
+   feature-extended inputs x', concatenated as m(x) (Eq. 2);
+4. **f_c** — :mod:`~pubsubml.methods.pubsub.fusion`, fitted on O^s over the fusion rows;
+5. **C^s = f_c ∘ m** — here: :meth:`Customizer.predict` / :meth:`Customizer.predict_proba`.
 
-``cv="holdout"`` is the paper's protocol: M^s on ``Tra`` (``train_split``), Steps 2–4 on ``Cus``
-(``fusion_split``).  It costs the own model a quarter of the rows and the fusion three quarters,
-which is why it is not the default.
-
-Every subscribed model is a black box (DESIGN.md, "Model-agnostic through outputs"; Theorem 4):
-the code uses only the names of its inputs (``input_features``, or else ``feature_names_in_``),
-``predict_proba`` (classification) or ``predict`` (regression) on a DataFrame of those columns, and
-for classifiers the declared ``classes`` (or else ``classes_``).  Nothing depends on a model's type
-or on DP: non-private publishers give PubSub-ML* (pubsub-ml.txt §7.3, §8.3.4).
+``fit`` runs Step 1 and Step 2's scores (``_candidates``, shared by every ``top_m``), then Steps
+2–4 (``_fuse``), as scikit-learn's ``_BaseStacking.fit`` runs its folds, base estimators and final
+estimator.  The subscriber's inputs (public schema, classes, received models verified by trusted
+keys) come from :func:`~pubsubml.methods.pubsub.subscription.prepare_subscription`.  Subscribed
+models are black boxes (DESIGN.md, "Model-agnostic through outputs"; Theorem 4), DP or not:
+non-private publishers give PubSub-ML* (pubsub-ml.txt §7.3, §8.3.4).
 """
 
 from __future__ import annotations
@@ -30,55 +27,50 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from pubsubml.errors import DataValidationError
-from pubsubml.methods.pubsub.customizer_steps import CustomizerSteps
+from pubsubml.methods.pubsub.customizer_params import CustomizerParams, Folds
+from pubsubml.methods.pubsub.fusion import fusion_kind, make_fusion
 from pubsubml.methods.pubsub.outputs import (
-    OwnModel,
-    Runner,
-    SelectionMetric,
-    TaskEstimatorMixin,
     candidate_ids,
-    encode_targets,
+    check_frame,
+    fusion_targets,
+    meta_features,
+    meta_layout,
+    target_scale,
 )
-from pubsubml.methods.pubsub.own import OwnLearner, make_folds
-from pubsubml.schema import FeatureSchema
+from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
+from pubsubml.methods.pubsub.selection import select_top
+from pubsubml.methods.pubsub.task import Task, encode_targets
 
-__all__ = ["Customizer", "Task"]
+__all__ = ["OWN_ID", "Customizer", "Task"]
 
-Task = Literal["classification", "regression"]
 OWN_ID = "own"
+"""The own model's name among the candidates."""
 
 
-class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
+class Customizer(CustomizerParams):
     """CUSTOMIZE(s, loss) of pubsub-ml.txt Algorithm 2: the customized model C^s = f_c ∘ m.
 
     Parameters
     ----------
     models : sequence of black-box models, optional
-        The subscribed models Λ_s, already fitted.  Each needs, and only these:
-
-        * the names of its inputs, ``input_features`` or else ``feature_names_in_`` (so any
-          scikit-learn estimator fitted on a DataFrame qualifies as it is); it is called on the
-          subscriber's rows restricted to those features, in that order, after the features it
-          needs and the subscriber lacks are added at ``schema``'s public defaults (a feature
-          outside ``schema`` is left for the model to fill, as a
-          :class:`~pubsubml.artifacts.PublishedModel` does from its card);
-        * classification: ``predict_proba(DataFrame)`` of shape (n, k) and its k labels in
-          ``classes`` or else ``classes_``, each among the subscriber's classes;
-          regression: ``predict(DataFrame)``, one value per row;
-        * optionally ``model_id``, its name in ``candidate_ids_``.
-
-        Not a type, not DP, not ``fit``: they are never refitted, and :func:`clone` shares
-        them.  With ``runner``, the runner calls them instead (``published_runner`` takes
-        :class:`~pubsubml.artifacts.PublishedModel` s only).
+        The subscribed models Λ_s, already fitted black boxes.  Each needs only the names of
+        its inputs (``input_features``, else ``feature_names_in_``: any scikit-learn estimator
+        fitted on a DataFrame qualifies), called on the subscriber's rows restricted to them
+        after the ones it lacks are added at ``schema``'s public defaults (a feature outside
+        ``schema`` is left for the model to fill, as a ``PublishedModel`` does from its card);
+        ``predict_proba`` and its labels (``classes``, else ``classes_``, each among the
+        subscriber's classes) for classification, ``predict`` for regression; optionally a
+        ``model_id``.  Never refitted; :func:`clone` shares them.  With ``runner``, the runner
+        calls them instead (``published_runner`` takes ``PublishedModel`` s only).
     task : {"classification", "regression"}, default="classification"
     own_model : {"auto", "mlp", "forest", "logistic"}, estimator or None, default="auto"
         M^s, an :class:`~pubsubml.methods.pubsub.own.OwnLearner` of this kind: ``"auto"`` picks the
@@ -86,15 +78,12 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         published, so this costs no privacy).  An estimator taking the DataFrame is cloned.
         ``None`` uses no own model; then every row goes to the fusion.
     fusion_model : {"stacked", "linear", "forest"} or estimator, default="stacked"
-        f_c.  ``"stacked"`` is :class:`~pubsubml.methods.pubsub.fusion.StackedFusion` on centred
-        log-odds: the own model's weight non-negative and unpenalised, the publishers' weights
-        penalised with λ chosen by internal CV over a grid that includes ∞ (= M^s alone), so
-        publishers that carry nothing leave C^s equal to M^s.  ``"linear"`` is the paper's input
-        layer fully connected to the output layer (§7.2) on probabilities: an L2 multinomial
-        logistic regression with C = 1 (classification) or a ridge regression; ``"forest"`` a
-        random-forest meta-model (pfl-stacking.txt §4).  A ``StackedFusion`` instance is the
-        stacked fusion with its options (e.g. ``StackedFusion(rule="1se")``; its shape is set
-        from the data); any other estimator is cloned and fitted on probabilities.
+        f_c (:mod:`~pubsubml.methods.pubsub.fusion`).  ``"stacked"``: a ``StackedFusion`` on
+        centred log-odds, the own model's weight unpenalised, λ chosen by internal CV over a grid
+        with ∞ (= M^s alone).  ``"linear"``: the paper's fully connected layer (§7.2) on
+        probabilities (L2 logistic regression with C = 1, or ridge); ``"forest"``: a random-forest
+        meta-model (pfl-stacking.txt §4).  A ``StackedFusion`` instance keeps its options (e.g.
+        ``rule="1se"``); any other estimator is cloned and fitted on probabilities.
     cv : int or "holdout", default=5
         Cross-fitting folds (stratified for classification); ``"holdout"`` is the paper's
         Tra/Cus split.
@@ -122,6 +111,10 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         networks.  Default: call each model on its own input features.
     random_state : int, RandomState or None
         Seeds the folds or the split, the own model and the fusion model.
+    cross_fits : CrossFitStore, optional
+        Reuse M^s's cross-fit from this store when the Own baseline (an ``OwnLearner`` given the
+        same store) or another customizer already ran it on the same rows and seed
+        (:class:`~pubsubml.methods.pubsub.own_crossfit.CrossFitStore`); shared by ``clone``.
 
     Attributes
     ----------
@@ -191,50 +184,7 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
     ['own', 'm0']
     """
 
-    def __init__(
-        self,
-        *,
-        models: Sequence[Any] | None = None,
-        task: Task = "classification",
-        own_model: Any = "auto",
-        fusion_model: Any = "stacked",
-        cv: int | str = 5,
-        top_m: int | None = None,
-        selection_metric: str | None = None,
-        train_split: float = 0.75,
-        fusion_split: float = 0.25,
-        schema: FeatureSchema | None = None,
-        classes: Sequence[Any] | None = None,
-        target_bounds: Sequence[float] | None = None,
-        model_ids: Sequence[str] | None = None,
-        runner: Runner | None = None,
-        random_state: int | np.random.RandomState | None = None,
-    ) -> None:
-        self.models = models
-        self.task = task
-        self.own_model = own_model
-        self.fusion_model = fusion_model
-        self.cv = cv
-        self.top_m = top_m
-        self.selection_metric = selection_metric
-        self.train_split = train_split
-        self.fusion_split = fusion_split
-        self.schema = schema
-        self.classes = classes
-        self.target_bounds = target_bounds
-        self.model_ids = model_ids
-        self.runner = runner
-        self.random_state = random_state
-
-    # ---- scikit-learn plumbing ------------------------------------------------------------
-    def __sklearn_clone__(self) -> Customizer:
-        """Clone the parameters but share the subscribed models (fitted, read-only black boxes)."""
-        params = self.get_params(deep=False)
-        shared = {k: params.pop(k) for k in ("models", "runner", "schema")}
-        new_params = {k: clone(v, safe=False) for k, v in params.items()}
-        return type(self)(**shared, **new_params)
-
-    # ---- fit / predict --------------------------------------------------------------------
+    # ---- fit: Algorithm 2 ---------------------------------------------------------------------
     def fit(self, X: pd.DataFrame, y: Any) -> Customizer:
         """Run CUSTOMIZE on the subscriber's private data (Algorithm 2, Steps 1–4).
 
@@ -249,7 +199,8 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        return self._finish(self._prepare(X, y))
+        pool = self._candidates(X, y)  # Step 1: M^s; Step 2: every candidate's score on Cus
+        return self._fuse(pool)  # Step 2: Sel; Step 3: O^s; Step 4: f_c
 
     def fit_top_ms(self, X: pd.DataFrame, y: Any, top_ms: Sequence[int | None]) -> list[Customizer]:
         """One fitted clone per ``top_m`` of ``top_ms``, sharing Step 1 and the outputs.
@@ -258,9 +209,8 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         candidates' scores do not depend on ``top_m``; they are computed once, then each clone
         selects its top m and fits its fusion model (Steps 2–4).  Each clone is the customizer
         ``clone(self).set_params(top_m=m).fit(X, y)`` gives, the same selection, weights and
-        predictions, for about the cost of one fit plus a fusion per extra ``top_m`` (the
-        configurations of pubsub-ml.txt §8.2.3, Fig. 4).  Every clone's ``fit_timings_``
-        carries the shared ``"own"`` and ``"outputs"`` seconds.
+        predictions, for about the cost of one fit plus a fusion per extra ``top_m`` (pubsub-ml.txt
+        §8.2.3, Fig. 4).  Every clone's ``fit_timings_`` has the shared ``"own"``/``"outputs"``.
 
         Parameters
         ----------
@@ -284,45 +234,42 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
             raise ValueError("top_ms is empty")
         for c in clones:
             c._check_params()
-        prep = self._prepare(X, y)
-        return [c._finish(prep) for c in clones]
+        pool = self._candidates(X, y)
+        return [c._fuse(pool) for c in clones]
 
-    def _prepare(self, X: pd.DataFrame, y: Any) -> _Prepared:
-        """Step 1 and the scoring of Step 2: what every ``top_m`` shares."""
+    def _candidates(self, X: pd.DataFrame, y: Any) -> _Candidates:
+        """Step 1 and the scores of Step 2: what every ``top_m`` shares."""
         metric_name, metric = self._check_params()
-        frame = self._check_frame(X)
+        frame = check_frame(X, self.schema)
         y_arr = np.asarray(y).reshape(-1)
         if len(y_arr) != len(frame):
             raise DataValidationError(f"y has {len(y_arr)} values for {len(frame)} rows")
         classes, target = encode_targets(y_arr, self.task, self.classes)
         published = list(self.models or [])
         ids = candidate_ids(published, self.model_ids, reserved=OWN_ID)
-        has_own = self.own_model is not None
-        if not has_own and not published:
+        if self.own_model is None and not published:
             raise ValueError("nothing to customize: no subscribed models and no own model")
-
         rs = check_random_state(self.random_state)
         # The folds and M^s take the seed OwnLearner(random_state=...) takes, so M^s is exactly
         # the Own baseline fitted with the same random_state.
         own_seed = int(rs.randint(0, 2**31 - 1))
         fusion_seed = int(rs.randint(0, 2**31 - 1))
-        tra, fuse_rows, folds = self._plan_rows(target, own_seed, has_own)
-
-        # Step 2 (first half): the subscribed models' outputs on the fusion rows, aligned to the
-        # label set; a model that cannot be aligned fails here, before any training.
+        tra, fuse_rows, folds = self._plan_rows(target, own_seed)
+        # Λ_s's outputs on the fusion rows first: a model that cannot be aligned to the label
+        # set fails here, before any training.
         t0 = time.perf_counter()
-        outputs = self._aligned(published, frame.iloc[fuse_rows], classes)
+        outputs = self._outputs(published, frame.iloc[fuse_rows], classes)
         t1 = time.perf_counter()
         # Step 1: M^s, its outputs first among the candidates'.
-        own, outputs = self._with_own(
-            frame, y_arr, target, classes, (tra, fuse_rows, folds), own_seed, outputs
+        own, own_outputs = self._fit_own(
+            frame, y_arr, target, classes, (tra, fuse_rows, folds), own_seed
         )
-        candidates = ([OwnModel(own, list(frame.columns))] if own is not None else []) + published
         t2 = time.perf_counter()
+        # Step 2 (first half): every candidate of M^s ∪ Λ_s scored on the fusion rows.
+        outputs = own_outputs + outputs
         scores = metric.score(target[fuse_rows], np.stack(outputs))
-        return _Prepared(
+        return _Candidates(
             metric_name=metric_name,
-            metric=metric,
             frame=frame,
             target=target,
             classes=classes,
@@ -330,101 +277,108 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
             folds=folds,
             own=own,
             outputs=outputs,
-            candidates=candidates,
-            cand_ids=([OWN_ID] if own is not None else []) + ids,
+            models=([OwnModel(own, list(frame.columns))] if own is not None else []) + published,
+            ids=([OWN_ID] if own is not None else []) + ids,
             scores=scores,
             fusion_seed=fusion_seed,
             timings={"own": t2 - t1, "outputs": t1 - t0, "score": time.perf_counter() - t2},
         )
 
-    def _finish(self, prep: _Prepared) -> Customizer:
+    def _fuse(self, pool: _Candidates) -> Customizer:
         """Steps 2–4 for this ``top_m``: select, build O^s and fit f_c; sets the fitted state."""
         _, metric = self._check_params()
-        own, outputs, classes = prep.own, prep.outputs, prep.classes
-        tra, fuse_rows = prep.rows
-        timings = {"own": prep.timings["own"], "outputs": prep.timings["outputs"]}
         t2 = time.perf_counter()
-        stacked = self._fusion_kind() == "stacked"
-        selected = self._select(prep.scores, metric, stacked and own is not None)
+        stacked = fusion_kind(self.fusion_model) == "stacked"
+        # Step 2: Sel, the top_m best candidates (M^s always kept by the stacked fusion).
+        selected = select_top(
+            pool.scores, metric, self.top_m, keep_first=stacked and pool.own is not None
+        )
         t3 = time.perf_counter()
-        timings["select"] = t3 - t2 + prep.timings["score"]
-
-        # Steps 3-4: O^s = {(m(x), y)} and the fusion model f_c.
-        fusion_target = prep.target[fuse_rows]
+        # Step 3: O^s = {(m(x), y)} over the fusion rows (Eq. 3).
+        fusion_y = pool.target[pool.rows[1]]
         scale = None
         if stacked and self.task == "regression":
-            scale = self._target_scale(fusion_target)
-        meta = self._to_meta([outputs[i] for i in selected], stacked, scale)
-        fusion = self._make_fusion(
-            prep.fusion_seed, outputs[0].shape[1], own is not None and 0 in selected
+            scale = target_scale(fusion_y, self.target_bounds)
+        meta = meta_features(
+            [pool.outputs[i] for i in selected], task=self.task, stacked=stacked, scale=scale
         )
-        fit_target = fusion_target if scale is None else (fusion_target - scale[0]) / scale[1]
-        fusion.fit(meta, fit_target)
+        # Step 4: the fusion model f_c, trained on O^s.
+        fusion = make_fusion(
+            self.fusion_model,
+            task=self.task,
+            seed=pool.fusion_seed,
+            width=pool.outputs[0].shape[1],
+            has_own=pool.own is not None and 0 in selected,
+        )
+        fusion.fit(meta, fusion_targets(fusion_y, scale))
+        timings = {"own": pool.timings["own"], "outputs": pool.timings["outputs"]}
+        timings["select"] = t3 - t2 + pool.timings["score"]
         timings["fuse"] = time.perf_counter() - t3
-
-        if classes is not None:
-            self.classes_ = classes
         self.stacked_ = stacked
         self.target_scale_ = scale
-        self.n_features_in_ = prep.frame.shape[1]
-        self.feature_names_in_ = np.asarray(prep.frame.columns, dtype=object)
-        self.train_index_, self.fusion_index_ = tra, fuse_rows
-        self.folds_ = prep.folds
-        self.own_model_ = own
-        self.candidate_ids_ = prep.cand_ids
-        self.selection_metric_ = prep.metric_name
-        self.selection_scores_ = prep.scores
+        self.fit_timings_ = timings
+        return self._set_fitted(pool, selected, meta, fusion)
+
+    def _set_fitted(
+        self, pool: _Candidates, selected: np.ndarray, meta: np.ndarray, fusion: Any
+    ) -> Customizer:
+        """Step 5's C^s = f_c ∘ m: the fitted attributes ``predict`` reads."""
+        if pool.classes is not None:
+            self.classes_ = pool.classes
+        self.n_features_in_ = pool.frame.shape[1]
+        self.feature_names_in_ = np.asarray(pool.frame.columns, dtype=object)
+        self.train_index_, self.fusion_index_ = pool.rows
+        self.folds_ = pool.folds
+        self.own_model_ = pool.own
+        self.candidate_ids_ = pool.ids
+        self.selection_metric_ = pool.metric_name
+        self.selection_scores_ = pool.scores
         self.selected_ = selected
-        self.selected_ids_ = [prep.cand_ids[i] for i in selected]
-        self.models_ = [prep.candidates[i] for i in selected]
-        self.meta_blocks_, self.meta_feature_names_ = _meta_layout(
-            [outputs[i].shape[1] for i in selected], self.selected_ids_, classes
+        self.selected_ids_ = [pool.ids[i] for i in selected]
+        self.models_ = [pool.models[i] for i in selected]
+        self.meta_blocks_, self.meta_feature_names_ = meta_layout(
+            [pool.outputs[i].shape[1] for i in selected], self.selected_ids_, pool.classes
         )
         self.meta_std_ = meta.std(axis=0)
         self.fusion_model_ = fusion
         self.fallback_ = bool(getattr(fusion, "fallback_", False))
-        weights = getattr(fusion, "weights_", None) if stacked else None
+        weights = getattr(fusion, "weights_", None) if self.stacked_ else None
         self.fusion_weights_ = (
             {}
             if weights is None
             else {i: float(w) for i, w in zip(self.selected_ids_, weights, strict=True)}
         )
-        self.fit_timings_ = timings
         return self
 
-    def _plan_rows(
-        self, target: np.ndarray, seed: int, has_own: bool
-    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]] | None]:
-        """The rows M^s trains on, the fusion rows, and the cross-fitting folds (or None)."""
-        folds_k = self._cv()
-        if folds_k is None or not has_own:
-            tra, fuse_rows = self._split(target, seed, has_own and folds_k is None)
-            return tra, fuse_rows, None
-        rows = np.arange(len(target))
-        return rows, rows, make_folds(target, folds_k, self.task, seed)
-
-    def _with_own(
+    # ---- Step 1: M^s ------------------------------------------------------------------------------
+    def _fit_own(
         self,
         frame: pd.DataFrame,
         y: np.ndarray,
         target: np.ndarray,
         classes: np.ndarray | None,
-        plan: tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]] | None],
+        plan: tuple[np.ndarray, np.ndarray, Folds | None],
         seed: int,
-        outputs: list[np.ndarray],
     ) -> tuple[OwnLearner | None, list[np.ndarray]]:
-        """Step 1: fit M^s (cross-fitted over ``folds``: out-of-fold outputs on every row, then
-        refit on all rows; else on ``tra``) and put its fusion-row outputs first."""
+        """Step 1: M^s and its outputs on the fusion rows (none without an own model).
+
+        Cross-fitted over the folds (out-of-fold outputs on every row, then refit on all rows),
+        else fitted on ``Tra``.
+        """
         tra, fuse_rows, folds = plan
         if self.own_model is None:
-            return None, outputs
+            return None, []
+        own = self._own_learner(seed)
         if folds is not None:
-            own, own_out = self._fit_own_crossfit(frame, target, classes, folds, seed)
-            return own, [own_out, *outputs]
-        own = self._own_learner(seed).fit(frame.iloc[tra], y[tra])
-        own_model = OwnModel(own, list(frame.columns))
-        return own, [*self._aligned([own_model], frame.iloc[fuse_rows], classes), *outputs]
+            n_classes = 0 if classes is None else len(classes)
+            found = own.cross_fit(frame, target, folds=folds, seed=seed, n_classes=n_classes)
+            return own.adopt(found, classes, frame), [found.oof]
+        own.fit(frame.iloc[tra], y[tra])
+        return own, self._outputs(
+            [OwnModel(own, list(frame.columns))], frame.iloc[fuse_rows], classes
+        )
 
+    # ---- Step 5: C^s = f_c ∘ m ----------------------------------------------------------------
     def meta_features(self, X: pd.DataFrame) -> np.ndarray:
         """m(x) of Eq. 2 for new rows: the selected models' outputs, concatenated.
 
@@ -440,9 +394,9 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
         ndarray of shape (n_samples, n_meta)
         """
         check_is_fitted(self, "fusion_model_")
-        frame = self._check_frame(X)
-        out = self._aligned(self.models_, frame, getattr(self, "classes_", None))
-        return self._to_meta(out, self.stacked_, self.target_scale_)
+        frame = check_frame(X, self.schema)
+        out = self._outputs(self.models_, frame, getattr(self, "classes_", None))
+        return meta_features(out, task=self.task, stacked=self.stacked_, scale=self.target_scale_)
 
     def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
         """Class probabilities of C^s = f_c ∘ m (classification).
@@ -478,35 +432,19 @@ class Customizer(CustomizerSteps, TaskEstimatorMixin, BaseEstimator):
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    """What :meth:`Customizer._prepare` computes once for every ``top_m``."""
+class _Candidates:
+    """M^s ∪ Λ_s with their outputs and scores on the fusion rows: what every ``top_m`` shares."""
 
     metric_name: str
-    metric: SelectionMetric
     frame: pd.DataFrame
     target: np.ndarray
     classes: np.ndarray | None
     rows: tuple[np.ndarray, np.ndarray]
-    folds: list[tuple[np.ndarray, np.ndarray]] | None
+    folds: Folds | None
     own: OwnLearner | None
     outputs: list[np.ndarray]
-    candidates: list[Any]
-    cand_ids: list[str]
+    models: list[Any]
+    ids: list[str]
     scores: np.ndarray
     fusion_seed: int
     timings: dict[str, float]
-
-
-def _meta_layout(
-    widths: list[int], ids: list[str], classes: np.ndarray | None
-) -> tuple[list[slice], list[str]]:
-    """Each selected model's block of meta-feature columns, and the columns' names."""
-    blocks: list[slice] = []
-    names: list[str] = []
-    start = 0
-    suffixes = [f":{c}" for c in classes] if classes is not None else [""]
-    for width, model_id in zip(widths, ids, strict=True):
-        blocks.append(slice(start, start + width))
-        start += width
-        names.extend(f"{model_id}{s}" for s in suffixes)
-    return blocks, names

@@ -1,7 +1,8 @@
-"""The fusion model f_c of CUSTOMIZE that can only add to the own model (pubsub-ml.txt §4 Step 4).
+"""Step 4 of CUSTOMIZE: the fusion model f_c, trained on O^s (pubsub-ml.txt §4 Step 4).
 
 pubsub-ml.txt Eq. 3 trains f_c on O^s = {(m(x), y)}; §7.2 makes f_c the input layer fully connected
-to the output layer.  On DP publishers that design loses to the own model: a DP model's
+to the output layer (``fusion_model="linear"``; ``"forest"`` is pfl-stacking.txt §4's meta-model;
+:func:`make_fusion` builds f_c).  On DP publishers that design loses to the own model: a DP model's
 probabilities are compressed towards the prior, a fully connected layer on probabilities with a
 fixed penalty cannot amplify them, and with a few hundred rows it can also over-weight a model
 that carries nothing.  :class:`StackedFusion` is a weighted logarithmic opinion pool of the
@@ -16,7 +17,7 @@ with z the centred log-probabilities of each model, one weight per model shared 
 on log-loss (squared error) over a grid that contains λ = ∞, which is the own model itself
 (a = 1, w = 0, b = 0).  Publishers that carry nothing are therefore shrunk to zero or, when even a
 small weight does not pay on held-out rows, dropped altogether: the customized model falls back to
-Own by construction, and ``fallback_`` says so.
+Own by construction, and ``fallback_`` says so: f_c can only add to the own model.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import lsq_linear, minimize
 from scipy.special import log_softmax, softmax
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -36,10 +39,13 @@ from threadpoolctl import threadpool_limits
 
 __all__ = [
     "DEFAULT_PENALTIES",
+    "FUSION_MODELS",
     "PENALTY_RULES",
     "StackedFusion",
     "centred_log_odds",
     "choose_penalty",
+    "fusion_kind",
+    "make_fusion",
     "pooled_log_loss",
 ]
 
@@ -383,3 +389,60 @@ class StackedFusion(BaseEstimator):
         """Class indices (classification) or scaled predictions (regression)."""
         raw = self.decision_function(M)
         return np.argmax(raw, axis=1) if self.task == "classification" else raw
+
+
+# ---- the paper's fusion models and the choice of f_c -----------------------------------------
+def _fusion_linear(task: str, seed: int) -> Any:
+    """m(x) fully connected to the output layer (pubsub-ml.txt §7.2): softmax or linear."""
+    if task == "classification":
+        return LogisticRegression(C=1.0, max_iter=1000)
+    return Ridge(alpha=1.0)
+
+
+def _fusion_forest(task: str, seed: int) -> Any:
+    """A random-forest meta-model (pfl-stacking.txt §4)."""
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    return cls(random_state=seed)
+
+
+FUSION_MODELS: dict[str, Callable[[str, int], Any]] = {
+    "forest": _fusion_forest,
+    "linear": _fusion_linear,
+}
+
+
+def fusion_kind(spec: Any) -> str | None:
+    """``"stacked"``, ``"linear"`` or ``"forest"`` for a ``fusion_model``; None for an estimator.
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    """
+    if isinstance(spec, StackedFusion):
+        return "stacked"
+    if isinstance(spec, str):
+        if spec != "stacked" and spec not in FUSION_MODELS:
+            raise ValueError(
+                f"unknown fusion_model {spec!r}; choose 'stacked' or one of {sorted(FUSION_MODELS)}"
+            )
+        return spec
+    return None
+
+
+def make_fusion(spec: Any, *, task: str, seed: int, width: int, has_own: bool) -> Any:
+    """An unfitted f_c for ``fusion_model=spec`` on meta-features in blocks of ``width``.
+
+    A ``StackedFusion`` instance keeps its options and takes its shape from the data; any other
+    estimator is cloned, its ``random_state`` set to ``seed`` when unset.
+    """
+    if spec == "stacked":
+        return StackedFusion(task=task, block_width=width, own_first=has_own, random_state=seed)
+    if isinstance(spec, str):
+        return FUSION_MODELS[spec](task, seed)
+    est = clone(spec)
+    if isinstance(est, StackedFusion):  # its options kept; its shape set from the data
+        est.set_params(task=task, block_width=width, own_first=has_own)
+    if "random_state" in est.get_params() and est.get_params()["random_state"] is None:
+        est.set_params(random_state=seed)
+    return est

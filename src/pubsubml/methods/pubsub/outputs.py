@@ -1,69 +1,45 @@
-"""Outputs of black-box models: running them, aligning their labels, scoring them.
+"""Step 3 of CUSTOMIZE: the models' outputs on feature-extended rows, m(x) and O^s.
 
 The customization algorithm sees a model only through its outputs M'_i(x') (pubsub-ml.txt §4,
 Eq. 2; Theorem 4): this module holds the pieces that touch a model — its declared
-``input_features``, its ``predict_proba``/``predict`` and, for a classifier, its declared label set
-— plus the registries of own models, fusion models and selection metrics used by
-:class:`~pubsubml.methods.pubsub.customizer.Customizer`.  Nothing here looks at a model's type.
+``input_features``, its ``predict_proba``/``predict`` and, for a classifier, its declared label set.
+Nothing here looks at a model's type.  :func:`extend_features` is x' (the rows extended with the
+public defaults of the features a model needs and the subscriber lacks, §4 Step 3 Discussion),
+:func:`model_outputs` the aligned outputs M'_i(x'), and :func:`meta_features` their concatenation
+m(x) (Eq. 2) in the form the fusion model takes; with the targets, :func:`fusion_targets`, they
+are O^s = {(m(x), y)} (Eq. 3).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
-from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils._tags import ClassifierTags, RegressorTags, Tags
 
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
+from pubsubml.learners.base import check_target_bounds
+from pubsubml.methods.pubsub.fusion import centred_log_odds
+from pubsubml.methods.pubsub.own import OwnModel
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
-    "FUSION_MODELS",
-    "SELECTION_METRICS",
-    "OwnModel",
     "Runner",
-    "SelectionMetric",
-    "TaskEstimatorMixin",
     "align_outputs",
     "candidate_ids",
-    "encode_targets",
+    "check_frame",
+    "extend_features",
+    "fusion_targets",
+    "meta_features",
+    "meta_layout",
     "model_classes",
     "model_features",
-    "public_encoder",
+    "model_outputs",
     "published_runner",
     "run_models",
+    "target_scale",
 ]
-
-
-class TaskEstimatorMixin:
-    """scikit-learn tags and ``score`` of an estimator whose ``task`` parameter makes it a
-    classifier or a regressor (the customizer and the own model)."""
-
-    task: str
-
-    def __sklearn_tags__(self) -> Tags:
-        tags: Tags = super().__sklearn_tags__()  # type: ignore[misc]
-        tags.target_tags.required = True
-        if self.task == "regression":
-            tags.estimator_type = "regressor"
-            tags.regressor_tags = RegressorTags()
-        else:
-            tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags()
-        return tags
-
-    def score(self, X: pd.DataFrame, y: Any, sample_weight: Any = None) -> float:
-        """Accuracy (classification) or R² (regression) on ``(X, y)``."""
-        pred = self.predict(X)  # type: ignore[attr-defined]  # the estimator's own predict
-        if self.task == "classification":
-            return float(accuracy_score(y, pred, sample_weight=sample_weight))
-        return float(r2_score(y, pred, sample_weight=sample_weight))
 
 
 Runner = Callable[[Sequence[Any], pd.DataFrame, str], Sequence[np.ndarray]]
@@ -96,23 +72,6 @@ def model_classes(model: Any) -> list[Any] | None:
     return None if cls is None else list(np.asarray(cls).tolist())
 
 
-class OwnModel:
-    """The subscriber's own model M^s seen as a black box, like any subscribed model."""
-
-    def __init__(self, estimator: Any, features: list[str]) -> None:
-        self.estimator = estimator
-        self.input_features = features
-        self.classes = getattr(estimator, "classes_", None)
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        """Class probabilities of M^s on its own features."""
-        return np.asarray(self.estimator.predict_proba(X[self.input_features]))
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        """Predictions of M^s on its own features."""
-        return np.asarray(self.estimator.predict(X[self.input_features]))
-
-
 def candidate_ids(
     models: Sequence[Any], given: Sequence[str] | None, *, reserved: str
 ) -> list[str]:
@@ -132,38 +91,6 @@ def candidate_ids(
     if len(set(ids)) != len(ids) or reserved in ids:
         raise ValueError(f"model ids must be unique and differ from {reserved!r}")
     return ids
-
-
-def encode_targets(
-    y: np.ndarray, task: str, classes: Sequence[Any] | None
-) -> tuple[np.ndarray | None, np.ndarray]:
-    """The subscriber's label set and ``y`` as class indices (or float targets for regression).
-
-    Raises
-    ------
-    LabelError
-        Missing labels, fewer than two classes, or labels outside ``classes``.
-    DataValidationError
-        Non-numeric or non-finite regression targets.
-    """
-    if task == "regression":
-        try:
-            t = y.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataValidationError(f"regression targets must be numeric: {exc}") from exc
-        if not np.all(np.isfinite(t)):
-            raise DataValidationError("y contains NaN or infinite values")
-        return None, t
-    if pd.isna(y).any():
-        raise LabelError("y contains missing labels")
-    labels = np.unique(y) if classes is None else np.asarray(list(classes))
-    if len(labels) < 2 or len(set(labels.tolist())) != len(labels):
-        raise LabelError(f"need at least two distinct classes, got {labels.tolist()}")
-    index = {c: i for i, c in enumerate(labels.tolist())}
-    unknown = {v for v in y.tolist() if v not in index}
-    if unknown:
-        raise LabelError(f"labels {sorted(map(str, unknown))} are not in classes {labels.tolist()}")
-    return labels, np.fromiter((index[v] for v in y.tolist()), np.int64, count=len(y))
 
 
 def run_models(
@@ -279,113 +206,125 @@ def align_outputs(
     return col
 
 
-# ---- selection metrics (Step 2) ------------------------------------------------------------
-@dataclass(frozen=True)
-class SelectionMetric:
-    """A metric of Step 2, computed for every candidate at once on ``Cus``.
+def check_frame(X: Any, schema: FeatureSchema | None) -> pd.DataFrame:
+    """The subscriber's rows with string column names, each column in ``schema``.
 
-    ``fn(y, outputs)`` takes the targets ``y`` of shape (n,) — class indices into the subscriber's
-    label set for classification — and the aligned outputs of shape (n_models, n, k), and returns
-    one score per model.
+    Raises
+    ------
+    SchemaMismatchError
+        ``X`` is not a DataFrame, or has columns outside ``schema``.
+    DataValidationError
+        ``X`` has no rows.
     """
-
-    fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    greater_is_better: bool
-    tasks: frozenset[str]
-
-    def score(self, y: np.ndarray, outputs: np.ndarray) -> np.ndarray:
-        """Scores of shape (n_models,) for outputs (n_models, n, k) against ``y`` (n,)."""
-        return np.asarray(self.fn(np.asarray(y), np.asarray(outputs)), dtype=np.float64)
-
-
-def _accuracy(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    return np.mean(out.argmax(axis=2) == y, axis=1)
-
-
-def _balanced_accuracy(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Mean recall over the classes present in ``y`` (as scikit-learn's balanced accuracy)."""
-    pred = out.argmax(axis=2)
-    recalls = [np.mean(pred[:, y == c] == c, axis=1) for c in np.unique(y)]
-    return np.mean(recalls, axis=0)
+    if not isinstance(X, pd.DataFrame):
+        raise SchemaMismatchError(
+            f"Customizer needs a DataFrame (features are matched by name), got {type(X).__name__}"
+        )
+    if len(X) == 0:
+        raise DataValidationError("X has no rows")
+    frame = X.set_axis([str(c) for c in X.columns], axis=1)
+    if schema is not None and not isinstance(schema, FeatureSchema):
+        raise TypeError(f"schema must be a FeatureSchema or None, got {type(schema)}")
+    if schema is not None:
+        unknown = [c for c in frame.columns if c not in schema]
+        if unknown:
+            raise SchemaMismatchError(f"columns {unknown} are not in the public schema")
+    return frame
 
 
-def _f1_minority(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """F1 of the least frequent class of ``y`` (pubsub-ml.txt §8, imbalanced data sets)."""
-    values, counts = np.unique(y, return_counts=True)
-    minority = values[np.argmin(counts)]
-    pred = out.argmax(axis=2) == minority
-    truth = y == minority
-    tp = np.sum(pred & truth, axis=1)
-    denominator = np.sum(pred, axis=1) + np.sum(truth)
-    return np.divide(2.0 * tp, denominator, out=np.zeros(len(pred)), where=denominator > 0)
+# ---- x', M'_i(x'), m(x) and O^s --------------------------------------------------------------
+def extend_features(
+    frame: pd.DataFrame, models: Sequence[Any], schema: FeatureSchema | None
+) -> pd.DataFrame:
+    """x' of Step 3: add the public default of every feature a model needs and ``frame`` lacks.
+
+    Without ``schema`` (or for a feature outside it) the feature is left for the model to fill,
+    as a :class:`~pubsubml.artifacts.PublishedModel` does from its card.
+    """
+    if schema is None:
+        return frame
+    need = {f for m in models for f in model_features(m)} - set(frame.columns)
+    fill = {f: schema[f].default for f in sorted(need) if f in schema}
+    return frame.assign(**fill) if fill else frame
 
 
-def _log_loss(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Mean log-loss, probabilities floored at 1e-3 (a model certain of a wrong class is bounded)."""
-    p = out[:, np.arange(out.shape[1]), np.asarray(y, dtype=np.int64)]
-    return -np.mean(np.log(np.clip(p, 1e-3, 1.0)), axis=1)
+def model_outputs(
+    models: Sequence[Any],
+    frame: pd.DataFrame,
+    *,
+    task: str,
+    classes: np.ndarray | None,
+    schema: FeatureSchema | None = None,
+    runner: Runner | None = None,
+) -> list[np.ndarray]:
+    """M'_i(x') for every model, aligned to the subscriber's label set (:func:`align_outputs`).
+
+    M^s (an :class:`~pubsubml.methods.pubsub.own.OwnModel`) runs directly; the subscribed
+    models go through ``runner`` (if any) together.
+
+    Returns
+    -------
+    list of ndarray of shape (n, n_classes) or (n, 1), one per model
+    """
+    method = "predict_proba" if task == "classification" else "predict"
+    extended = extend_features(frame, models, schema)
+    own = [i for i, m in enumerate(models) if isinstance(m, OwnModel)]
+    rest = [i for i, m in enumerate(models) if not isinstance(m, OwnModel)]
+    raw: list[np.ndarray] = [np.empty(0)] * len(models)
+    for i, o in zip(own, run_models([models[i] for i in own], extended, method), strict=True):
+        raw[i] = o
+    outs = run_models([models[i] for i in rest], extended, method, runner)
+    for i, o in zip(rest, outs, strict=True):
+        raw[i] = o
+    return [
+        align_outputs(o, m, classes, i) for i, (o, m) in enumerate(zip(raw, models, strict=True))
+    ]
 
 
-def _mse(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    return np.mean((out[:, :, 0] - y) ** 2, axis=1)
-
-
-def _r2(y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    sse = np.sum((out[:, :, 0] - y) ** 2, axis=1)
-    sst = float(np.sum((y - y.mean()) ** 2))
-    if sst == 0.0:
-        return np.where(sse == 0.0, 1.0, 0.0)
-    return 1.0 - sse / sst
-
-
-_CLF = frozenset({"classification"})
-_REG = frozenset({"regression"})
-SELECTION_METRICS: dict[str, SelectionMetric] = {
-    "accuracy": SelectionMetric(_accuracy, True, _CLF),
-    "balanced_accuracy": SelectionMetric(_balanced_accuracy, True, _CLF),
-    "f1_minority": SelectionMetric(_f1_minority, True, _CLF),
-    "log_loss": SelectionMetric(_log_loss, False, _CLF),
-    "mse": SelectionMetric(_mse, False, _REG),
-    "r2": SelectionMetric(_r2, True, _REG),
-}
-
-
-# ---- input encoding and fusion models (Step 4) ----------------------------------------
-class _PublicEncoder:
-    """Encode a DataFrame with public schema bounds (or as plain floats without a schema)."""
-
-    def __init__(self, schema: FeatureSchema | None, features: list[str]) -> None:
-        self.schema = None if schema is None else schema.subset(features)
-        self.features = features
-
-    def __call__(self, X: pd.DataFrame) -> np.ndarray:
-        if self.schema is not None:
-            return self.schema.encode(X, extra="ignore")
-        try:
-            return np.asarray(X[self.features], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise DataValidationError(f"features must be numeric without a schema: {exc}") from exc
-
-
-def public_encoder(schema: FeatureSchema | None, features: list[str]) -> _PublicEncoder:
-    """A callable encoding a DataFrame's ``features`` with the public schema bounds."""
-    return _PublicEncoder(schema, features)
-
-
-def _fusion_linear(task: str, seed: int) -> Any:
-    """m(x) fully connected to the output layer (pubsub-ml.txt §7.2): softmax or linear."""
+def meta_features(
+    outputs: Sequence[np.ndarray],
+    *,
+    task: str,
+    stacked: bool,
+    scale: tuple[float, float] | None,
+) -> np.ndarray:
+    """m(x) of Eq. 2 from aligned outputs: centred log-odds or scaled outputs for the stacked
+    fusion, the outputs themselves (probabilities) for the paper's fusion models."""
+    meta = np.hstack(list(outputs)).astype(np.float64)
+    if not stacked:
+        return meta
     if task == "classification":
-        return LogisticRegression(C=1.0, max_iter=1000)
-    return Ridge(alpha=1.0)
+        k = outputs[0].shape[1]
+        return centred_log_odds(meta.reshape(len(meta), -1, k)).reshape(len(meta), -1)
+    assert scale is not None
+    return (meta - scale[0]) / scale[1]
 
 
-def _fusion_forest(task: str, seed: int) -> Any:
-    """A random-forest meta-model (pfl-stacking.txt §4)."""
-    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
-    return cls(random_state=seed)
+def target_scale(y: np.ndarray, target_bounds: Sequence[float] | None) -> tuple[float, float]:
+    """``(offset, scale)`` of a regression target for the stacked fusion: by the public bounds,
+    else standardised by the subscriber's rows."""
+    bounds = check_target_bounds(target_bounds)
+    if bounds is not None:
+        return bounds[0], bounds[1] - bounds[0]
+    std = float(np.std(y))
+    return float(np.mean(y)), std if std > 0 else 1.0
 
 
-FUSION_MODELS: dict[str, Callable[[str, int], Any]] = {
-    "forest": _fusion_forest,
-    "linear": _fusion_linear,
-}
+def fusion_targets(y: np.ndarray, scale: tuple[float, float] | None) -> np.ndarray:
+    """The y of O^s: as they are, or scaled by ``scale`` (:func:`target_scale`)."""
+    return y if scale is None else (y - scale[0]) / scale[1]
+
+
+def meta_layout(
+    widths: list[int], ids: list[str], classes: np.ndarray | None
+) -> tuple[list[slice], list[str]]:
+    """Each selected model's block of meta-feature columns, and the columns' names."""
+    blocks: list[slice] = []
+    names: list[str] = []
+    start = 0
+    suffixes = [f":{c}" for c in classes] if classes is not None else [""]
+    for width, model_id in zip(widths, ids, strict=True):
+        blocks.append(slice(start, start + width))
+        start += width
+        names.extend(f"{model_id}{s}" for s in suffixes)
+    return blocks, names

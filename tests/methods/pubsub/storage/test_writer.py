@@ -1,13 +1,11 @@
-"""A customized model stored without pickle: save_customizer / load_customizer round trips,
-the folder's contents, refusals that change nothing, and tampering detected on load."""
+"""Tests of pubsubml.methods.pubsub.storage.writer: a fitted customizer stored without pickle and
+read back predicting as before (pubsub-ml.txt §4: C^s = f_c ∘ m), and what cannot be stored."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +14,30 @@ import onnx
 import pandas as pd
 import pytest
 import safetensors.numpy
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_friedman1
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted
 
-from conftest import one_torch_thread
-from pubsubml.artifacts import PublishedModel, export_model, generate_signing_key, key_id
+from methods.pubsub.storage.conftest import (
+    COLS,
+    F_COLS,
+    OWN_KINDS,
+    PARTS,
+    SUBSCRIBED,
+    _assert_same_fit,
+    _files,
+    _is_pickle,
+    _manifest,
+    _own,
+)
+from pubsubml.artifacts import PublishedModel, generate_signing_key, key_id
 from pubsubml.artifacts.artifact import Artifact
 from pubsubml.artifacts.card import ModelCard
-from pubsubml.data import hyperplane
-from pubsubml.data.synthetic import hyperplane_schema
-from pubsubml.errors import DigestMismatchError, SignatureError, UntrustedArtifactError
-from pubsubml.learners.catalog import get_learner_spec
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.own import OwnLearner
-from pubsubml.methods.pubsub.saved import (
+from pubsubml.methods.pubsub.storage import (
     MANIFEST_FILE,
     SavedOwnModel,
     load_customizer,
@@ -42,151 +46,6 @@ from pubsubml.methods.pubsub.saved import (
 from pubsubml.schema import FeatureSchema
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-COLS = [f"x{i}" for i in range(10)]
-SUBSCRIBED = COLS[:5]  # the subscriber's columns; the publishers see x0..x6 and x3..x9
-#: The own-model kind fitted with each fusion model of the classification fixtures.
-OWN_KINDS = {"stacked": "logistic", "linear": "auto", "forest": "forest"}
-F_COLS = [f"f{i}" for i in range(5)]
-#: Files of a stored customizer with an own model and the two publishers of ``world``.
-PARTS = {
-    MANIFEST_FILE,
-    "own/card.json",
-    "own/weights.onnx",
-    "models/0/card.json",
-    "models/0/weights.safetensors",
-    "models/1/card.json",
-    "models/1/weights.onnx",
-}
-
-
-# ---- fixtures -------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def world() -> dict[str, Any]:
-    """A Hyperplane concept, two signed publishers (a DP network as safetensors, a plain
-    logistic regression as ONNX), the subscriber's 300 rows on five columns and 200 test rows."""
-    schema = hyperplane_schema(10)
-    data = hyperplane(1000, seed=0)
-    X = pd.DataFrame(np.asarray(data.X), columns=COLS)
-    y = np.asarray(data.y)
-    key = generate_signing_key()
-    keys = {key_id(key.public_key()): key.public_key()}
-    dp = get_learner_spec("dp_sgd_logistic").factory(
-        schema=schema.subset(COLS[:7]),
-        classes=[0, 1],
-        epsilon=1.0,
-        delta=1e-5,
-        random_state=0,
-    )
-    with one_torch_thread():
-        dp.fit(X.iloc[:250][COLS[:7]], y[:250])
-    second = schema.subset(COLS[3:])
-    plain = LogisticRegression().fit(second.encode(X.iloc[250:500][COLS[3:]]), y[250:500])
-    publishers = [
-        export_model(dp, publisher="p0", signing_key=key).open(keys),
-        export_model(plain, publisher="p1", signing_key=key, schema=second).open(keys),
-    ]
-    return {
-        "schema": schema,
-        "key": key,
-        "keys": keys,
-        "publishers": publishers,
-        "X": X.iloc[500:800][SUBSCRIBED].reset_index(drop=True),
-        "y": y[500:800],
-        "test": X.iloc[800:][SUBSCRIBED].reset_index(drop=True),
-    }
-
-
-def _fit_classifier(world: dict[str, Any], fusion: str) -> Customizer:
-    customizer = Customizer(
-        models=world["publishers"],
-        schema=world["schema"],
-        own_model=OWN_KINDS[fusion],
-        fusion_model=fusion,
-        random_state=0,
-    )
-    with one_torch_thread():
-        return customizer.fit(world["X"], world["y"])
-
-
-@pytest.fixture(scope="module")
-def stored(
-    world: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[Customizer, Path]]:
-    """Per fusion model: the fitted customizer and the folder it was saved to."""
-    out = {}
-    for fusion in OWN_KINDS:
-        customizer = _fit_classifier(world, fusion)
-        folder = tmp_path_factory.mktemp(fusion) / "customized"
-        out[fusion] = (customizer, save_customizer(customizer, folder, trusted_keys=world["keys"]))
-    return out
-
-
-@pytest.fixture
-def copied(stored: dict[str, tuple[Customizer, Path]], tmp_path: Path) -> Path:
-    """A private copy of the stored stacked customizer, to tamper with."""
-    target = tmp_path / "copy"
-    source = stored["stacked"][1]
-    for path in sorted(source.rglob("*")):
-        if path.is_file():
-            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
-            (target / path.relative_to(source)).write_bytes(path.read_bytes())
-    return target
-
-
-# ---- helpers --------------------------------------------------------------------------------
-def _files(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-
-
-def _manifest(folder: Path) -> dict[str, Any]:
-    return dict(json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8")))
-
-
-def _edit_manifest(folder: Path, change: Callable[[dict[str, Any]], None]) -> None:
-    manifest = _manifest(folder)
-    change(manifest)
-    (folder / MANIFEST_FILE).write_text(json.dumps(manifest), encoding="utf-8")
-
-
-def _flip(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-def _own(customizer: Customizer) -> Any:
-    """The fitted own model (an OwnLearner, or a SavedOwnModel once loaded)."""
-    assert customizer.own_model_ is not None
-    return customizer.own_model_
-
-
-def _is_pickle(data: bytes) -> bool:
-    """Protocol 2+ pickles open with PROTO (0x80) and the protocol number.  A safetensors file
-    may open with 0x80 too (a 128-byte header), followed by a zero byte."""
-    return data[:1] == b"\x80" and data[1:2] in {b"\x02", b"\x03", b"\x04", b"\x05"}
-
-
-def _assert_same_fit(loaded: Customizer, original: Customizer) -> None:
-    assert loaded.selected_ids_ == original.selected_ids_
-    assert loaded.candidate_ids_ == original.candidate_ids_
-    assert loaded.fusion_weights_ == pytest.approx(original.fusion_weights_, abs=0)
-    assert loaded.fallback_ == original.fallback_
-    assert loaded.meta_feature_names_ == original.meta_feature_names_
-    np.testing.assert_array_equal(loaded.meta_std_, original.meta_std_)
-    np.testing.assert_array_equal(loaded.selected_, original.selected_)
-    np.testing.assert_array_equal(loaded.selection_scores_, original.selection_scores_)
-    assert loaded.selection_metric_ == original.selection_metric_
-    assert loaded.stacked_ == original.stacked_
-    assert loaded.target_scale_ == original.target_scale_
-    assert list(loaded.feature_names_in_) == list(original.feature_names_in_)
-    assert loaded.n_features_in_ == original.n_features_in_
-    assert [b.start for b in loaded.meta_blocks_] == [b.start for b in original.meta_blocks_]
-    assert [b.stop for b in loaded.meta_blocks_] == [b.stop for b in original.meta_blocks_]
-    for name in ("task", "own_model", "cv", "top_m", "classes", "random_state"):
-        assert loaded.get_params()[name] == original.get_params()[name], name
 
 
 # ---- round trips: classification ------------------------------------------------------------
@@ -586,156 +445,3 @@ def test_estimators_given_as_parameters_are_refused(
         save_customizer(customizer, tmp_path / "c")
 
     assert list(tmp_path.iterdir()) == []
-
-
-# ---- tampering and folders that are not stored models --------------------------------------
-@pytest.mark.parametrize(
-    "name",
-    [
-        "fusion.safetensors",
-        "models/0/weights.safetensors",
-        "models/1/weights.onnx",
-        "models/0/card.json",
-        "own/weights.onnx",
-        "own/card.json",
-    ],
-)
-def test_a_changed_byte_is_a_digest_mismatch(name: str, copied: Path) -> None:
-    _flip(copied / name)
-
-    with pytest.raises(DigestMismatchError, match="changed since the model was stored"):
-        load_customizer(copied)
-
-
-def test_changed_weights_with_an_updated_manifest_still_fail_the_signed_digest(
-    copied: Path,
-) -> None:
-    name = "models/1/weights.onnx"
-    _flip(copied / name)
-    digest = hashlib.sha256((copied / name).read_bytes()).hexdigest()
-    _edit_manifest(copied, lambda m: m["files"].__setitem__(name, digest))
-
-    with pytest.raises(DigestMismatchError, match="the signed card says"):
-        load_customizer(copied)
-
-
-@pytest.mark.parametrize("name", ["models/0/card.json", "own/card.json"])
-def test_an_edited_card_with_an_updated_manifest_fails_its_signature(
-    name: str, copied: Path
-) -> None:
-    card = json.loads((copied / name).read_text(encoding="utf-8"))
-    card["created_at"] = "2001-01-01T00:00:00Z"
-    (copied / name).write_text(json.dumps(card), encoding="utf-8")
-    digest = hashlib.sha256((copied / name).read_bytes()).hexdigest()
-    _edit_manifest(copied, lambda m: m["files"].__setitem__(name, digest))
-
-    with pytest.raises(SignatureError):
-        load_customizer(copied)
-
-
-def test_another_version_is_refused(copied: Path) -> None:
-    _edit_manifest(copied, lambda m: m.__setitem__("version", 2))
-
-    with pytest.raises(UntrustedArtifactError, match="version 2") as caught:
-        load_customizer(copied)
-
-    assert type(caught.value) is UntrustedArtifactError
-
-
-@pytest.mark.parametrize("name", ["models/0/card.json", "fusion.safetensors", MANIFEST_FILE])
-def test_a_symbolic_link_is_refused_even_to_the_same_bytes(
-    name: str, copied: Path, tmp_path: Path
-) -> None:
-    outside = tmp_path / "outside"
-    outside.write_bytes((copied / name).read_bytes())
-    (copied / name).unlink()
-    os.symlink(outside, copied / name)
-
-    with pytest.raises(UntrustedArtifactError) as caught:
-        load_customizer(copied)
-
-    assert type(caught.value) is UntrustedArtifactError
-
-
-@pytest.mark.parametrize("name", ["own/weights.onnx", "models/1/card.json", "fusion.safetensors"])
-def test_a_missing_file_is_refused(name: str, copied: Path) -> None:
-    (copied / name).unlink()
-
-    with pytest.raises(UntrustedArtifactError, match="missing") as caught:
-        load_customizer(copied)
-
-    assert type(caught.value) is UntrustedArtifactError
-
-
-@pytest.mark.parametrize("name", ["../outside.txt", "models/../../outside.txt", "/etc/hostname"])
-def test_a_listed_path_outside_the_folder_is_refused(
-    name: str, copied: Path, tmp_path: Path
-) -> None:
-    outside = tmp_path / "outside.txt"
-    outside.write_bytes(b"outside")
-    digest = hashlib.sha256(b"outside").hexdigest()
-    _edit_manifest(copied, lambda m: m["files"].__setitem__(name, digest))
-
-    with pytest.raises(UntrustedArtifactError, match="not a path inside the folder"):
-        load_customizer(copied)
-
-
-@pytest.mark.parametrize("outside", ["relative", "absolute"])
-def test_a_model_folder_outside_the_stored_folder_is_refused(
-    outside: str, copied: Path, tmp_path: Path
-) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    for name in ("card.json", "weights.safetensors"):
-        (elsewhere / name).write_bytes((copied / "models" / "0" / name).read_bytes())
-    path = "../elsewhere" if outside == "relative" else str(elsewhere)
-    _edit_manifest(copied, lambda m: m["models"][0].__setitem__("dir", path))
-
-    with pytest.raises(UntrustedArtifactError):
-        load_customizer(copied)
-
-
-def test_folders_that_hold_no_stored_model_are_refused(tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / MANIFEST_FILE).write_text(json.dumps({"format": "something-else", "version": 1}))
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / MANIFEST_FILE).write_bytes(b"{not json")
-    a_file = tmp_path / "file"
-    a_file.write_bytes(b"")
-
-    with pytest.raises(FileNotFoundError):
-        load_customizer(tmp_path / "absent")
-    with pytest.raises(FileNotFoundError):
-        load_customizer(a_file)
-    with pytest.raises(UntrustedArtifactError, match="missing"):
-        load_customizer(empty)
-    with pytest.raises(UntrustedArtifactError, match="does not hold a stored customized model"):
-        load_customizer(other)
-    with pytest.raises(UntrustedArtifactError, match="not valid JSON"):
-        load_customizer(broken)
-
-
-def test_subscribed_models_are_verified_against_the_given_keys(
-    world: dict[str, Any], stored: dict[str, tuple[Customizer, Path]]
-) -> None:
-    folder = stored["stacked"][1]
-    other = generate_signing_key().public_key()
-
-    with pytest.raises(SignatureError, match="not among the trusted keys"):
-        load_customizer(folder, trusted_keys={key_id(other): other})
-    loaded = load_customizer(folder, trusted_keys=world["keys"])
-
-    assert loaded.selected_ids_ == stored["stacked"][0].selected_ids_
-
-
-def test_no_trusted_key_fails_the_subscribed_models_signatures(
-    stored: dict[str, tuple[Customizer, Path]],
-) -> None:
-    no_keys: dict[str, Ed25519PublicKey] = {}
-
-    with pytest.raises(SignatureError):
-        load_customizer(stored["stacked"][1], trusted_keys=no_keys)

@@ -60,7 +60,7 @@ def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
     A PostgreSQL URL whose search_path names a schema that does not exist is refused with the
     `CREATE SCHEMA` statement to run first, and nothing is written.
     """
-    from pubsubml.registry.database import Database
+    from pubsubml.registry.infrastructure.database import Database
     from pubsubml.registry.migrate import upgrade
 
     settings = _settings(db, data_dir, dev=True)
@@ -144,7 +144,7 @@ def serve_command(
     import uvicorn
 
     from pubsubml.registry.app import create_app
-    from pubsubml.registry.database import Database
+    from pubsubml.registry.infrastructure.database import Database
     from pubsubml.registry.migrate import check_schema, upgrade
     from pubsubml.registry.settings import STORE_IN_DATABASE
 

@@ -68,7 +68,7 @@ from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base6
 from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import upgrade
 from pubsubml.schema import FeatureSchema
 

@@ -467,7 +467,7 @@ class Ours(Failures):
         return [sys.executable, str(Path(__file__).resolve()), "--serve-unchecked", variant, *serve]
 
     def start(self, variant: str = "checked") -> None:
-        from pubsubml.registry.database import Database
+        from pubsubml.registry.infrastructure.database import Database
         from pubsubml.registry.migrate import upgrade
 
         if self.server is None:
@@ -1756,12 +1756,12 @@ def patch_unchecked(variant: str) -> None:
     """Switch off, in this process, the signature check (and with ``no-signature-no-validation``
     the validation workers: the card's claimed ε is taken as is).  Benchmark only."""
     from pubsubml.artifacts.validation_pool import ValidationPool
-    from pubsubml.registry.services import publish
+    from pubsubml.registry.services import publish_checks
 
     def no_signature_check(card: ModelCard, trusted_keys: Any) -> None:
         return None
 
-    publish.verify_card = no_signature_check
+    publish_checks.verify_card = no_signature_check
     if variant == "no-signature-no-validation":
 
         def claimed_epsilon(

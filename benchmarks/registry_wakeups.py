@@ -41,13 +41,10 @@ import httpx
 import numpy as np
 
 from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.jetstream import jetstream_available
+from pubsubml.registry.infrastructure.nats_subjects import feed_subject, stream_name
 from pubsubml.registry.migrate import upgrade
-from pubsubml.registry.services.nats_wakeups import (
-    feed_subject,
-    jetstream_available,
-    stream_name,
-)
 from registry_load import ADMIN, free_port, make_artifacts, postgres_url, register_publishers
 
 NATS_URL = "nats://127.0.0.1:4222"

@@ -38,11 +38,11 @@ from pathlib import Path
 from sqlalchemy import insert, text
 
 from pubsubml.registry.auth import ADMIN, Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import upgrade
 from pubsubml.registry.schemas import SubscriptionCreate
 from pubsubml.registry.services.features import add_features
-from pubsubml.registry.services.feed import FeedWriter
+from pubsubml.registry.services.feed_writer import FeedWriter
 from pubsubml.registry.services.subscriptions import create_subscription
 from pubsubml.registry.tables import ModelFeatureRow, ModelRow, ModelVisibilityRow, SiteRow
 from pubsubml.schema import FeatureSchema

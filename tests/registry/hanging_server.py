@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from pubsubml.registry.api.deps import get_database
 from pubsubml.registry.app import create_app
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.settings import RegistrySettings
 from pubsubml.registry.tables import ModelRow
 

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 import pubsubml
 from pubsubml.registry.app import create_app
-from pubsubml.registry.database import Database
-from pubsubml.registry.store import ArtifactStore
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore
+from pubsubml.registry.infrastructure.database import Database
 
 DOCUMENTED_ERRORS = {"401", "403", "404", "409", "422", "503"}
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import inspect, text
 
 from pubsubml.errors import SchemaVersionError
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import (
     MIGRATIONS_DIR,
     check_schema,

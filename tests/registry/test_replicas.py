@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select
 
 from pubsubml.errors import ServiceBusyError
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore, OrphanReport
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
 from pubsubml.registry.services.maintenance import collect_orphans
-from pubsubml.registry.store import ArtifactStore, OrphanReport
 from pubsubml.registry.tables import ModelRow
-from pubsubml.registry.upload_lock import UploadLock
 
 
 def _downloadable(registry: Any, art: Any) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import head_revision, upgrade
 
 

@@ -15,10 +15,10 @@ from sqlalchemy import text
 from pubsubml.errors import SchemaVersionError
 from pubsubml.registry.api.deps import get_state
 from pubsubml.registry.app import create_app
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import check_schema, current_revision, head_revision, upgrade
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.store import ArtifactStore
 
 LIMIT = 64 * 1024
 

@@ -13,7 +13,7 @@ from sqlalchemy import Table, UniqueConstraint, inspect, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.tables import (
     Base,
     DeliveryRow,

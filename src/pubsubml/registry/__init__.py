@@ -15,7 +15,7 @@ from pubsubml.lazy import attach
 
 if TYPE_CHECKING:
     from pubsubml.registry.app import create_app
-    from pubsubml.registry.client import RegistryClient
+    from pubsubml.registry.client.registry_client import RegistryClient
     from pubsubml.registry.settings import RegistrySettings
 
 __all__ = ["RegistryClient", "RegistrySettings", "create_app"]

@@ -16,8 +16,8 @@ subscribers and holds metadata only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -38,20 +38,22 @@ from pubsubml.registry.api.routes import (
     subscriptions,
     whoami,
 )
-from pubsubml.registry.async_statements import AsyncStatements
-from pubsubml.registry.database import Database
-from pubsubml.registry.database_store import DatabaseArtifactStore
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStorage, ArtifactStore
+from pubsubml.registry.infrastructure.async_statements import AsyncStatements
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.database_artifact_store import DatabaseArtifactStore
+from pubsubml.registry.infrastructure.feed_notifier import FeedNotifier
+from pubsubml.registry.infrastructure.nats_subjects import feed_subject
+from pubsubml.registry.infrastructure.nats_wakeups import NatsWakeups
+from pubsubml.registry.infrastructure.postgres_wakeups import PostgresWakeups
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
 from pubsubml.registry.migrate import check_schema
 from pubsubml.registry.schemas import ErrorBody
-from pubsubml.registry.services.feed import FeedNotifier, LoopFeedReader
-from pubsubml.registry.services.group_commit import GroupCommitter
+from pubsubml.registry.services.feed_reader import LoopFeedReader
 from pubsubml.registry.services.maintenance import collect_orphans
-from pubsubml.registry.services.nats_wakeups import NatsWakeups, feed_subject
-from pubsubml.registry.services.wakeups import PostgresWakeups
+from pubsubml.registry.services.publish_commit import group_committer
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.store import ArtifactStorage, ArtifactStore
 from pubsubml.registry.ui import create_dashboard
-from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["create_app", "create_app_from_env"]
 
@@ -106,6 +108,106 @@ def _include_routes(app: FastAPI) -> None:
         app.include_router(module.router, prefix="/v1", responses=ERROR_RESPONSES)
 
 
+def _artifact_store(settings: RegistrySettings, db: Database) -> ArtifactStorage:
+    """The store of the published weights that ``settings`` name: database rows or files."""
+    if settings.artifact_store == "database":
+        return DatabaseArtifactStore(db, max_bytes=settings.max_upload_bytes)
+    return ArtifactStore(settings.store_dir, max_bytes=settings.max_upload_bytes)
+
+
+def _registry_state(settings: RegistrySettings, db: Database) -> RegistryState:
+    """What the routes share: the database, the store, the locks, the validation workers, the
+    group committer and, with psycopg, the reads on the event loop."""
+    upload_lock = UploadLock(db, settings.lock_dir, timeout=settings.publish_wait_seconds)
+    state = RegistryState(
+        settings=settings,
+        database=db,
+        store=_artifact_store(settings, db),
+        notifier=FeedNotifier(),
+        upload_lock=upload_lock,
+        validator=shared_pool(
+            settings.validation_workers,
+            cpu_seconds=settings.validation_cpu_seconds,
+            memory_bytes=settings.validation_memory_bytes,
+            max_weights_bytes=settings.max_upload_bytes,
+            wait_seconds=settings.publish_wait_seconds,
+        ),
+        publish_slots=asyncio.Semaphore(settings.max_concurrent_publishes),
+        committer=group_committer(db, upload_lock, max_group=settings.publish_group_max),
+    )
+    if db.engine.dialect.driver == "psycopg":
+        state.statements = AsyncStatements(db.engine)
+        state.feed_reader = LoopFeedReader(state.statements, state.cards)
+    return state
+
+
+async def _start_wakeups(
+    state: RegistryState,
+) -> tuple[PostgresWakeups | None, NatsWakeups | None]:
+    """Start the cross-replica wake-ups the settings ask for: PostgreSQL ``LISTEN``, then NATS
+    (whose broadcast the notifier calls on each local commit)."""
+    settings = state.settings
+    wakeups = None
+    if settings.feed_wakeups and not settings.is_sqlite:
+        wakeups = PostgresWakeups(settings.database_url, state.notifier.wake)
+        await run_in_threadpool(wakeups.start)
+    nats = None
+    if settings.nats_url is not None:
+        nats = NatsWakeups(
+            settings.nats_url,
+            feed_subject(settings.database_url),
+            state.notifier.wake,
+            jetstream=settings.nats_jetstream,
+        )
+        await nats.start()
+        state.notifier.set_broadcast(nats.broadcast)
+    return wakeups, nats
+
+
+async def _stop_wakeups(
+    state: RegistryState, wakeups: PostgresWakeups | None, nats: NatsWakeups | None
+) -> None:
+    """Stop what :func:`_start_wakeups` started, NATS first."""
+    state.notifier.set_broadcast(None)
+    if nats is not None:
+        await nats.stop()
+    if wakeups is not None:
+        await run_in_threadpool(wakeups.stop)
+
+
+def _lifespan(
+    state: RegistryState, *, owns_database: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's start-up and shutdown: schema check, orphan collection, validation workers,
+    the event loop's notifier and reads, the wake-ups; closed in the reverse order."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        check_schema(state.database)
+        await run_in_threadpool(
+            collect_orphans,
+            state.database,
+            state.store,
+            state.upload_lock,
+            grace_seconds=state.settings.orphan_grace_seconds,
+        )
+        state.validator.start()
+        state.notifier.bind(asyncio.get_running_loop())
+        if state.statements is not None:
+            state.statements.bind(asyncio.get_running_loop())
+        wakeups, nats = await _start_wakeups(state)
+        try:
+            yield
+        finally:
+            await _stop_wakeups(state, wakeups, nats)
+            if state.statements is not None:
+                await state.statements.aclose()
+            if owns_database:
+                state.database.dispose()
+
+    return lifespan
+
+
 def create_app(settings: RegistrySettings, *, database: Database | None = None) -> FastAPI:
     """Build the registry app.
 
@@ -122,79 +224,13 @@ def create_app(settings: RegistrySettings, *, database: Database | None = None) 
         database is unmigrated or newer than this code.
     """
     db = database if database is not None else Database(settings.database_url)
-    store: ArtifactStorage
-    if settings.artifact_store == "database":
-        store = DatabaseArtifactStore(db, max_bytes=settings.max_upload_bytes)
-    else:
-        store = ArtifactStore(settings.store_dir, max_bytes=settings.max_upload_bytes)
-    upload_lock = UploadLock(db, settings.lock_dir, timeout=settings.publish_wait_seconds)
-    state = RegistryState(
-        settings=settings,
-        database=db,
-        store=store,
-        notifier=FeedNotifier(),
-        upload_lock=upload_lock,
-        validator=shared_pool(
-            settings.validation_workers,
-            cpu_seconds=settings.validation_cpu_seconds,
-            memory_bytes=settings.validation_memory_bytes,
-            max_weights_bytes=settings.max_upload_bytes,
-            wait_seconds=settings.publish_wait_seconds,
-        ),
-        publish_slots=asyncio.Semaphore(settings.max_concurrent_publishes),
-        committer=GroupCommitter(db, upload_lock, max_group=settings.publish_group_max),
-    )
-    if db.engine.dialect.driver == "psycopg":
-        state.statements = AsyncStatements(db.engine)
-        state.feed_reader = LoopFeedReader(state.statements, state.cards)
-
-    @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        check_schema(state.database)
-        await run_in_threadpool(
-            collect_orphans,
-            state.database,
-            state.store,
-            state.upload_lock,
-            grace_seconds=settings.orphan_grace_seconds,
-        )
-        state.validator.start()
-        state.notifier.bind(asyncio.get_running_loop())
-        if state.statements is not None:
-            state.statements.bind(asyncio.get_running_loop())
-        wakeups = None
-        if settings.feed_wakeups and not settings.is_sqlite:
-            wakeups = PostgresWakeups(settings.database_url, state.notifier.wake)
-            await run_in_threadpool(wakeups.start)
-        nats = None
-        if settings.nats_url is not None:
-            nats = NatsWakeups(
-                settings.nats_url,
-                feed_subject(settings.database_url),
-                state.notifier.wake,
-                jetstream=settings.nats_jetstream,
-            )
-            await nats.start()
-            state.notifier.set_broadcast(nats.broadcast)
-        try:
-            yield
-        finally:
-            state.notifier.set_broadcast(None)
-            if nats is not None:
-                await nats.stop()
-            if wakeups is not None:
-                await run_in_threadpool(wakeups.stop)
-            if state.statements is not None:
-                await state.statements.aclose()
-            if database is None:
-                state.database.dispose()
-
+    state = _registry_state(settings, db)
     app = FastAPI(
         title="pubsubml registry",
         openapi_tags=[{"name": tag} for tag in _TAGS],
         version=pubsubml.__version__,
         summary="Publish/subscribe registry for differentially private models.",
-        lifespan=lifespan,
+        lifespan=_lifespan(state, owns_database=database is None),
     )
     app.state.registry = state
     install_error_handlers(app)

@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 
 from pubsubml.errors import SchemaVersionError
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 
 __all__ = ["MIGRATIONS_DIR", "check_schema", "current_revision", "head_revision", "upgrade"]
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from pubsubml.registry.services.nats_wakeups import check_nats_url
+from pubsubml.registry.infrastructure.nats_subjects import check_nats_url
 
 __all__ = ["DEFAULT_MAX_UPLOAD_BYTES", "STORE_IN_DATABASE", "RegistrySettings"]
 
@@ -68,8 +68,8 @@ class RegistrySettings(BaseModel):
         ``"files"``.
     artifact_store : {"files", "database"}, default="files"
         Where published weights are kept: files under ``store_dir``, or chunked rows of the
-        registry database (:mod:`~pubsubml.registry.database_store`), so that replicas on
-        different machines share only the database.
+        registry database (:mod:`~pubsubml.registry.infrastructure.database_artifact_store`), so
+        that replicas on different machines share only the database.
     admin_token : SecretStr
         The consortium administrator's bearer token.  Outside ``dev`` mode it must be at least 16
         characters and not a well-known default.
@@ -88,14 +88,15 @@ class RegistrySettings(BaseModel):
         process, and on PostgreSQL by any replica, wake readers at once).
     publish_group_max : int, default=16
         Most concurrent publishes committed in one transaction (group commit,
-        :mod:`~pubsubml.registry.services.group_commit`); 1 commits each alone.
+        :mod:`~pubsubml.registry.infrastructure.group_commit`); 1 commits each alone.
     feed_wakeups : bool, default=True
         On PostgreSQL, ``LISTEN`` for the feed commits of every replica
-        (:mod:`~pubsubml.registry.services.wakeups`; one extra connection per process).
+        (:mod:`~pubsubml.registry.infrastructure.postgres_wakeups`; one extra connection per
+        process).
     nats_url : str, optional
         A NATS server (``nats://127.0.0.1:4222``) through which replicas wake each other's
         readers after a feed commit, on any database
-        (:mod:`~pubsubml.registry.services.nats_wakeups`; needs ``pubsubml[nats]``).
+        (:mod:`~pubsubml.registry.infrastructure.nats_wakeups`; needs ``pubsubml[nats]``).
     nats_jetstream : bool, default=False
         Send those wake-ups through a JetStream stream (stored and acknowledged by the server)
         instead of a core NATS subject; needs ``nats_url`` and a server that runs JetStream.

@@ -3,7 +3,7 @@
 Rows are named ``*Row`` to keep them apart from the domain objects they store (a ``ModelRow``
 holds a :class:`~pubsubml.artifacts.card.ModelCard`).  Every feed-writing transaction takes the
 single :class:`FeedClockRow` lock and numbers its rows from it, so positions are assigned and
-committed in the same order (see :mod:`pubsubml.registry.services.feed`).
+committed in the same order (see :mod:`pubsubml.registry.services.feed_writer`).
 """
 
 from __future__ import annotations
@@ -252,8 +252,9 @@ class ContributionRow(Base):
 class ArtifactObjectRow(Base):
     """Published weights held in the database (``--store database``): size, digest, chunks.
 
-    Written with its chunks in one transaction (:mod:`pubsubml.registry.database_store`), so an
-    object row is never seen without all of its chunks.
+    Written with its chunks in one transaction
+    (:mod:`pubsubml.registry.infrastructure.database_artifact_store`), so an object row is never
+    seen without all of its chunks.
     """
 
     __tablename__ = "artifact_objects"

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import check_schema, head_revision
 
 ADMIN_TOKEN = "cli-admin-token-" + "x" * 24

@@ -14,7 +14,7 @@ from pubsubml.methods.flower.simulation import run_local_simulation
 from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.ledger import PrivacyLedger
 from pubsubml.registry.client import RegistryClient
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.migrate import upgrade
 from pubsubml.sites import Site
 from registry.conftest import ADMIN_TOKEN, make_settings, thread_server

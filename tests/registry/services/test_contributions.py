@@ -15,15 +15,15 @@ from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
 from pubsubml.errors import NotFoundError
 from pubsubml.registry.auth import ADMIN, Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
 from pubsubml.registry.schemas import ContributionPublic, ContributionReport, SiteCreate
 from pubsubml.registry.services.contributions import list_contributions, report_contributions
 from pubsubml.registry.services.features import add_features
 from pubsubml.registry.services.publish import publish_model
 from pubsubml.registry.services.sites import create_site
-from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.tables import SiteRow
-from pubsubml.registry.upload_lock import UploadLock
 
 
 class LocalValidator:

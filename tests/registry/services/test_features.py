@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from pubsubml.errors import ConflictError, PermissionDeniedError, SchemaMismatchError
 from pubsubml.registry.auth import ADMIN, Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.services.features import (
     add_features,
     check_against_dictionary,

@@ -17,7 +17,7 @@ from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.events import DPEvent
 from pubsubml.privacy.ledger import PrivacyLedger, Release
 from pubsubml.registry.auth import ADMIN, Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.schemas import ScopeRegister
 from pubsubml.registry.services.ledger import (
     build_ledger,

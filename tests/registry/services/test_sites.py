@@ -17,7 +17,7 @@ from pubsubml.errors import (
     PermissionDeniedError,
 )
 from pubsubml.registry.auth import ADMIN, Principal, hash_token
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.schemas import SiteCreate, SiteCreated, TokenRotate
 from pubsubml.registry.services.sites import (
     authenticate,

@@ -16,10 +16,13 @@ from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.validation import validate_untrusted
 from pubsubml.errors import NotFoundError, PermissionDeniedError
 from pubsubml.registry.auth import ADMIN, Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
 from pubsubml.registry.schemas import ModelPublic, SiteCreate, SubscriptionCreate
 from pubsubml.registry.services.features import add_features
-from pubsubml.registry.services.feed import FeedWriter, read_deliveries
+from pubsubml.registry.services.feed_reader import read_deliveries
+from pubsubml.registry.services.feed_writer import FeedWriter
 from pubsubml.registry.services.publish import publish_model
 from pubsubml.registry.services.sites import create_site
 from pubsubml.registry.services.subscriptions import (
@@ -27,7 +30,6 @@ from pubsubml.registry.services.subscriptions import (
     get_subscription,
     list_subscriptions,
 )
-from pubsubml.registry.store import ArtifactStore
 from pubsubml.registry.tables import (
     EventRow,
     ModelFeatureRow,
@@ -35,7 +37,6 @@ from pubsubml.registry.tables import (
     ModelVisibilityRow,
     SiteRow,
 )
-from pubsubml.registry.upload_lock import UploadLock
 from registry.conftest import model_row
 
 

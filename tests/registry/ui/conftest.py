@@ -22,7 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from pubsubml.registry.app import create_app
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')
 

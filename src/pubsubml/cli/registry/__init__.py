@@ -9,14 +9,14 @@ The top-level ``pubsubml`` command mounts these (see ``docs/registry.md``): ``re
 
 One module per command group: :mod:`~pubsubml.cli.registry.server` (serve, migrate),
 :mod:`~pubsubml.cli.registry.sites`, :mod:`~pubsubml.cli.registry.features`,
-:mod:`~pubsubml.cli.registry.models` (models, publish, subscribe, pull, budget), and what they share
-in :mod:`~pubsubml.cli.registry.options`.
+:mod:`~pubsubml.cli.registry.model_exchange` (models, publish, subscribe, pull, budget), and what
+they share in :mod:`~pubsubml.cli.registry.options`.
 """
 
 from __future__ import annotations
 
 from pubsubml.cli.registry.features import features_app
-from pubsubml.cli.registry.models import (
+from pubsubml.cli.registry.model_exchange import (
     budget_command,
     models_app,
     publish_command,

@@ -60,7 +60,7 @@ def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
     A PostgreSQL URL whose search_path names a schema that does not exist is refused with the
     `CREATE SCHEMA` statement to run first, and nothing is written.
     """
-    from pubsubml.registry.database import Database
+    from pubsubml.registry.infrastructure.database import Database
     from pubsubml.registry.migrate import upgrade
 
     settings = _settings(db, data_dir, dev=True)
@@ -78,18 +78,55 @@ def migrate_command(db: DbOpt = None, data_dir: DataOpt = None) -> None:
     console.print(f"database at schema revision {revision}")
 
 
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Artifact store: a folder, or 'database' to keep the weights in the registry "
+        "database, so that replicas on different machines share only the database (a "
+        "folder named database is written ./database; env PUBSUBML_REGISTRY_STORE).",
+    ),
+]
+SeededNoiseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-seeded-noise",
+        help="Research mode: accept models whose DP noise was seeded (simulations); by "
+        "default they are refused, since a seed regenerates the noise (env "
+        "PUBSUBML_ALLOW_SEEDED_NOISE).",
+    ),
+]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Server processes on one port (with PostgreSQL they wake each other's "
+        "waiting readers; with SQLite they see each other's models at the next re-read).",
+    ),
+]
+NatsUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="A NATS server (nats://127.0.0.1:4222) through which replicas and workers wake "
+        "each other's waiting readers, on any database; needs pubsubml[nats] "
+        "(env PUBSUBML_NATS_URL).",
+    ),
+]
+NatsJetStreamOpt = Annotated[
+    bool,
+    typer.Option(
+        "--nats-jetstream",
+        help="Send those wake-ups through a JetStream stream, stored and acknowledged by "
+        "the server (needs --nats-url and a server run with -js; env "
+        "PUBSUBML_NATS_JETSTREAM).",
+    ),
+]
+
+
 @registry_app.command("serve")
 def serve_command(
     db: DbOpt = None,
     data_dir: DataOpt = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            help="Artifact store: a folder, or 'database' to keep the weights in the registry "
-            "database, so that replicas on different machines share only the database (a "
-            "folder named database is written ./database; env PUBSUBML_REGISTRY_STORE).",
-        ),
-    ] = None,
+    store: StoreOpt = None,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     dev: Annotated[
@@ -99,41 +136,11 @@ def serve_command(
     migrate: Annotated[
         bool, typer.Option("--migrate", help="Upgrade the schema before serving.")
     ] = False,
-    allow_seeded_noise: Annotated[
-        bool,
-        typer.Option(
-            "--allow-seeded-noise",
-            help="Research mode: accept models whose DP noise was seeded (simulations); by "
-            "default they are refused, since a seed regenerates the noise (env "
-            "PUBSUBML_ALLOW_SEEDED_NOISE).",
-        ),
-    ] = False,
+    allow_seeded_noise: SeededNoiseOpt = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
-    workers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Server processes on one port (with PostgreSQL they wake each other's "
-            "waiting readers; with SQLite they see each other's models at the next re-read).",
-        ),
-    ] = 1,
-    nats_url: Annotated[
-        str | None,
-        typer.Option(
-            help="A NATS server (nats://127.0.0.1:4222) through which replicas and workers wake "
-            "each other's waiting readers, on any database; needs pubsubml[nats] "
-            "(env PUBSUBML_NATS_URL).",
-        ),
-    ] = None,
-    nats_jetstream: Annotated[
-        bool,
-        typer.Option(
-            "--nats-jetstream",
-            help="Send those wake-ups through a JetStream stream, stored and acknowledged by "
-            "the server (needs --nats-url and a server run with -js; env "
-            "PUBSUBML_NATS_JETSTREAM).",
-        ),
-    ] = False,
+    workers: WorkersOpt = 1,
+    nats_url: NatsUrlOpt = None,
+    nats_jetstream: NatsJetStreamOpt = False,
 ) -> None:
     """Serve the registry API with uvicorn (admin token from PUBSUBML_ADMIN_TOKEN).
 
@@ -141,31 +148,44 @@ def serve_command(
     schema that does not exist, or a database server that cannot be reached is one error line
     and exit 1, before anything is written.
     """
-    import uvicorn
-
-    from pubsubml.registry.app import create_app
-    from pubsubml.registry.database import Database
-    from pubsubml.registry.migrate import check_schema, upgrade
     from pubsubml.registry.settings import STORE_IN_DATABASE
 
-    limit = None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024)
     settings = _settings(
         db,
         data_dir,
         store_dir=None if store in (None, STORE_IN_DATABASE) else Path(store),
         artifact_store="database" if store == STORE_IN_DATABASE else None,
         dev=dev or None,
-        max_upload_bytes=limit,
+        max_upload_bytes=None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024),
         nats_url=nats_url,
         nats_jetstream=nats_jetstream or None,
         allow_seeded_noise=allow_seeded_noise or None,
     )
+    _announce_modes(settings, dev=dev)
+    database = _checked_database(settings, migrate=migrate)
+    if workers > 1:
+        database.dispose()
+        _serve_workers(settings, workers, host=host, port=port, log_level=log_level)
+    else:
+        _serve_in_process(settings, database, host=host, port=port, log_level=log_level)
+
+
+def _announce_modes(settings: Any, *, dev: bool) -> None:
+    """Say on stderr that seeded noise is accepted, and the development admin token."""
     if settings.allow_seeded_noise:
         err_console.print(
             "research mode: models whose DP noise was seeded are accepted (--allow-seeded-noise)"
         )
     if dev and not os.environ.get("PUBSUBML_ADMIN_TOKEN"):
         err_console.print(f"development admin token: {settings.admin_token.get_secret_value()}")
+
+
+def _checked_database(settings: Any, *, migrate: bool) -> Any:
+    """The registry database, its search_path checked, upgraded when ``migrate``, at this
+    version's schema revision; exit 1 with one line otherwise."""
+    from pubsubml.registry.infrastructure.database import Database
+    from pubsubml.registry.migrate import check_schema, upgrade
+
     if settings.is_sqlite and migrate:
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(
             parents=True, exist_ok=True
@@ -176,19 +196,33 @@ def serve_command(
         if migrate:
             upgrade(database)
         check_schema(database)
-    if workers > 1:
-        database.dispose()
-        os.environ.update(_worker_environment(settings))
-        uvicorn.run(
-            "pubsubml.registry.app:create_app_from_env",
-            factory=True,
-            workers=workers,
-            host=host,
-            port=port,
-            log_level=log_level,
-            timeout_graceful_shutdown=5,
-        )
-        return
+    return database
+
+
+def _serve_workers(settings: Any, workers: int, *, host: str, port: int, log_level: str) -> None:
+    """uvicorn with ``workers`` processes, each building the app from the environment."""
+    import uvicorn
+
+    os.environ.update(_worker_environment(settings))
+    uvicorn.run(
+        "pubsubml.registry.app:create_app_from_env",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def _serve_in_process(
+    settings: Any, database: Any, *, host: str, port: int, log_level: str
+) -> None:
+    """uvicorn serving the app in this process on ``database``, disposed of at the end."""
+    import uvicorn
+
+    from pubsubml.registry.app import create_app
+
     app = create_app(settings, database=database)
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

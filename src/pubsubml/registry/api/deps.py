@@ -26,15 +26,18 @@ from starlette.concurrency import run_in_threadpool
 
 from pubsubml.artifacts.validation_pool import ValidationPool
 from pubsubml.errors import PermissionDeniedError
-from pubsubml.registry.async_statements import AsyncStatements
 from pubsubml.registry.auth import Principal, hash_token
-from pubsubml.registry.database import Database
-from pubsubml.registry.services.feed import CardCache, FeedNotifier, LoopFeedReader
-from pubsubml.registry.services.group_commit import GroupCommitter
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStorage
+from pubsubml.registry.infrastructure.async_statements import AsyncStatements
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.feed_notifier import FeedNotifier
+from pubsubml.registry.infrastructure.group_commit import GroupCommitter
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
+from pubsubml.registry.services.card_cache import CardCache
+from pubsubml.registry.services.feed_reader import LoopFeedReader
+from pubsubml.registry.services.publish_checks import Publication
 from pubsubml.registry.services.sites import authenticate
 from pubsubml.registry.settings import RegistrySettings
-from pubsubml.registry.store import ArtifactStorage
-from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = [
     "BEARER_SECURITY",
@@ -86,7 +89,7 @@ class RegistryState:
     upload_lock: UploadLock
     validator: ValidationPool
     publish_slots: asyncio.Semaphore
-    committer: GroupCommitter
+    committer: GroupCommitter[Publication]
     principals: dict[str, tuple[float, Principal]] = field(default_factory=dict)
     cards: CardCache = field(default_factory=CardCache)
     statements: AsyncStatements | None = None

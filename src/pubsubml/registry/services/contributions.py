@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from pubsubml.errors import NotFoundError, PermissionDeniedError
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.schemas import ContributionPublic, ContributionReport
-from pubsubml.registry.services.feed import model_visible_clause
+from pubsubml.registry.services.model_reads import model_visible_clause
 from pubsubml.registry.services.sites import get_site_row
 from pubsubml.registry.tables import ContributionRow, ModelRow, SiteRow, utcnow
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from pubsubml.errors import ConflictError, SchemaMismatchError
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.services.feed import FeedWriter
+from pubsubml.registry.services.feed_writer import FeedWriter
 from pubsubml.registry.tables import FeatureRow, utcnow
 from pubsubml.schema import Feature, FeatureSchema
 

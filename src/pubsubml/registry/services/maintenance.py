@@ -5,12 +5,12 @@ crash can leave a file without a row, never a row without a file.  At start-up e
 is removed, and rows whose file is missing are reported.
 
 Several replicas may share one store, and one may start while another publishes.  The
-collection therefore holds the upload lock exclusively (:class:`~pubsubml.registry.upload_lock.
-UploadLock`) while it lists the store, reads the database and removes the unreferenced files;
-every publish holds it shared from before its file is written until its transaction ended.  A
-file seen by the collection thus belongs to a committed model or to a publish that will never
-commit: a restart interrupts no other replica's publish, and an acknowledged model never loses
-its file.
+collection therefore holds the upload lock exclusively
+(:class:`~pubsubml.registry.infrastructure.upload_lock. UploadLock`) while it lists the store, reads
+the database and removes the unreferenced files; every publish holds it shared from before its file
+is written until its transaction ended.  A file seen by the collection thus belongs to a committed
+model or to a publish that will never commit: a restart interrupts no other replica's publish, and
+an acknowledged model never loses its file.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import logging
 
 from sqlalchemy import select
 
-from pubsubml.registry.database import Database
-from pubsubml.registry.store import ArtifactStorage, OrphanReport
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStorage, OrphanReport
+from pubsubml.registry.infrastructure.database import Database
+from pubsubml.registry.infrastructure.upload_lock import UploadLock
 from pubsubml.registry.tables import ModelRow
-from pubsubml.registry.upload_lock import UploadLock
 
 __all__ = ["collect_orphans"]
 

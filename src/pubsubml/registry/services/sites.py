@@ -30,7 +30,7 @@ from pubsubml.registry.schemas import (
     TokenRotate,
     check_site_name,
 )
-from pubsubml.registry.services.feed import FeedWriter
+from pubsubml.registry.services.feed_writer import FeedWriter
 from pubsubml.registry.tables import SiteRow, utcnow
 
 __all__ = [

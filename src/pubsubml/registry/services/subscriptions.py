@@ -4,7 +4,7 @@ Creating a subscription delivers, in the same transaction, every matching model 
 before it (in publication order), so a site that joins late sees the whole history; later
 models are delivered by the publish transaction.  Both hold the feed lock while they append, so
 every model reaches every matching subscription exactly once
-(:mod:`pubsubml.registry.services.feed`).  The history is read and matched before the lock is
+(:mod:`pubsubml.registry.services.feed_writer`).  The history is read and matched before the lock is
 taken, and only the models committed meanwhile are read under it: positions are committed in
 increasing order, so those are the ones above the highest position read.
 """
@@ -21,8 +21,9 @@ from pubsubml.errors import NotFoundError, PermissionDeniedError, SchemaMismatch
 from pubsubml.registry.auth import Principal
 from pubsubml.registry.schemas import SubscriptionCreate, SubscriptionPublic
 from pubsubml.registry.services.features import known_features
-from pubsubml.registry.services.feed import FeedWriter, SubscriptionMatch
+from pubsubml.registry.services.feed_writer import FeedWriter
 from pubsubml.registry.services.sites import get_site_row
+from pubsubml.registry.services.subscription_match import SubscriptionMatch
 from pubsubml.registry.tables import (
     ModelFeatureRow,
     ModelRow,

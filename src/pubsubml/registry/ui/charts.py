@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import networkx as nx
@@ -129,6 +130,82 @@ def _steps_svg(
     return parts
 
 
+def _checked_steps(steps: Sequence[LedgerStep | tuple[int, float]]) -> list[LedgerStep]:
+    """``steps`` as :class:`LedgerStep` s, their release numbers checked.
+
+    Raises
+    ------
+    ValueError
+        Release numbers that are not increasing integers from 1 on.
+    """
+    drawn = [LedgerStep(*s) for s in steps]
+    numbers = [s.release for s in drawn]
+    if any(n < 1 for n in numbers[:1]) or any(b <= a for a, b in itertools.pairwise(numbers)):
+        raise ValueError(f"release numbers must increase from 1 on, got {numbers[:5]}…")
+    return drawn
+
+
+@dataclass(frozen=True)
+class _PlotFrame:
+    """The plot area of :func:`ledger_plot` in pixels, and its scales: releases 0 to ``last``
+    along x, ε 0 to ``y_max`` up y."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    last: int
+    y_max: float
+
+    def x(self, release: float) -> float:
+        """The x pixel of a release number."""
+        return self.left + release / max(self.last, 1) * (self.right - self.left)
+
+    def y(self, eps: float) -> float:
+        """The y pixel of a spent ε (an ε above the axis is drawn at its top)."""
+        return self.bottom - min(eps, self.y_max) / self.y_max * (self.bottom - self.top)
+
+
+def _axes_svg(frame: _PlotFrame, budget: float) -> list[str]:
+    """Both axes, the ε ticks (0, half the axis, the budget or the axis' top), the release
+    ticks and the x axis' label."""
+    left, right, top, bottom = frame.left, frame.right, frame.top, frame.bottom
+    parts = [
+        f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>',
+        f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>',
+    ]
+    y_max = frame.y_max
+    for tick in (0.0, y_max / 2, budget if budget <= y_max else y_max):
+        parts.append(
+            f'<text class="tick" x="{left - 6}" y="{_num(frame.y(tick) + 4)}" '
+            f'text-anchor="end">{tick:.3g}</text>'
+        )
+    for release in _release_ticks(frame.last):
+        parts.append(
+            f'<text class="tick release-tick" x="{_num(frame.x(release))}" y="{bottom + 15}" '
+            f'text-anchor="middle">{release}</text>'
+        )
+    parts.append(
+        f'<text class="tick" x="{_num((left + right) / 2)}" y="{bottom + 30}" '
+        'text-anchor="middle">release number (in charge order)</text>'
+    )
+    return parts
+
+
+def _budget_svg(frame: _PlotFrame, budget: float) -> str:
+    """The budget's dashed line, or a note when it lies above the ε axis."""
+    if budget <= frame.y_max:
+        level = _num(frame.y(budget))
+        return (
+            f'<line class="budget" x1="{frame.left}" y1="{level}" x2="{frame.right}" '
+            f'y2="{level}"><title>ε budget {format_epsilon(budget)}</title></line>'
+        )
+    return (
+        f'<text class="tick budget-note" x="{frame.right}" y="{frame.top + 4}" text-anchor="end">'
+        f"ε budget {format_epsilon(budget)}: above the plot</text>"
+    )
+
+
 def ledger_plot(
     steps: Sequence[LedgerStep | tuple[int, float]],
     budget: float,
@@ -173,54 +250,24 @@ def ledger_plot(
     >>> svg.count("<circle"), "<polyline" in svg
     (2, True)
     """
-    drawn = [LedgerStep(*s) for s in steps]
-    numbers = [s.release for s in drawn]
-    if any(n < 1 for n in numbers[:1]) or any(b <= a for a, b in itertools.pairwise(numbers)):
-        raise ValueError(f"release numbers must increase from 1 on, got {numbers[:5]}…")
-    left, right = _PAD_LEFT, width - _PAD_RIGHT
-    top, bottom = _PAD_TOP, height - _PAD_BOTTOM
+    drawn = _checked_steps(steps)
     finite = [s.epsilon for s in drawn if math.isfinite(s.epsilon)]
-    y_max = _epsilon_scale(max(finite, default=0.0), budget)
-    last = numbers[-1] if numbers else 0
-
-    def x(release: float) -> float:
-        return left + release / max(last, 1) * (right - left)
-
-    def y(eps: float) -> float:
-        return bottom - min(eps, y_max) / y_max * (bottom - top)
-
+    frame = _PlotFrame(
+        left=_PAD_LEFT,
+        right=width - _PAD_RIGHT,
+        top=_PAD_TOP,
+        bottom=height - _PAD_BOTTOM,
+        last=drawn[-1].release if drawn else 0,
+        y_max=_epsilon_scale(max(finite, default=0.0), budget),
+    )
     parts = [
         f'<svg class="ledger-plot" role="img" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}"><title>spent ε by release</title>',
-        f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>',
-        f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>',
+        *_axes_svg(frame, budget),
+        _budget_svg(frame, budget),
     ]
-    for tick in (0.0, y_max / 2, budget if budget <= y_max else y_max):
-        parts.append(
-            f'<text class="tick" x="{left - 6}" y="{_num(y(tick) + 4)}" '
-            f'text-anchor="end">{tick:.3g}</text>'
-        )
-    for release in _release_ticks(last):
-        parts.append(
-            f'<text class="tick release-tick" x="{_num(x(release))}" y="{bottom + 15}" '
-            f'text-anchor="middle">{release}</text>'
-        )
-    parts.append(
-        f'<text class="tick" x="{_num((left + right) / 2)}" y="{bottom + 30}" '
-        'text-anchor="middle">release number (in charge order)</text>'
-    )
-    if budget <= y_max:
-        parts.append(
-            f'<line class="budget" x1="{left}" y1="{_num(y(budget))}" x2="{right}" '
-            f'y2="{_num(y(budget))}"><title>ε budget {format_epsilon(budget)}</title></line>'
-        )
-    else:
-        parts.append(
-            f'<text class="tick budget-note" x="{right}" y="{top + 4}" text-anchor="end">'
-            f"ε budget {format_epsilon(budget)}: above the plot</text>"
-        )
     if drawn:
-        parts += _steps_svg(drawn, x, y, y_max)
+        parts += _steps_svg(drawn, frame.x, frame.y, frame.y_max)
     parts.append("</svg>")
     return Markup("".join(parts))
 

@@ -31,10 +31,10 @@ from pubsubml.registry.schemas import LedgerPublic, ReleasePublic, check_site_na
 from pubsubml.registry.services import contributions as contributions_service
 from pubsubml.registry.services import features as features_service
 from pubsubml.registry.services import ledger as ledger_service
-from pubsubml.registry.services import models as models_service
+from pubsubml.registry.services import model_reads as models_service
 from pubsubml.registry.services import sites as sites_service
 from pubsubml.registry.services import subscriptions as subscriptions_service
-from pubsubml.registry.services.feed import read_deliveries
+from pubsubml.registry.services.feed_reader import read_deliveries
 from pubsubml.registry.ui.charts import (
     LedgerStep,
     budget_bar,

@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 
 from pubsubml.registry.api.deps import Cursor, DatabaseDep, NotifierDep, PrincipalDep, SettingsDep
 from pubsubml.registry.auth import Principal
-from pubsubml.registry.database import Database
+from pubsubml.registry.infrastructure.database import Database
 from pubsubml.registry.schemas import EventPage, EventPublic
-from pubsubml.registry.services.feed import read_events
+from pubsubml.registry.services.feed_reader import read_events
 
 __all__ = ["router"]
 

@@ -22,10 +22,10 @@ from pubsubml.registry.api.deps import (
     StoreDep,
 )
 from pubsubml.registry.api.upload import read_publish_form
+from pubsubml.registry.infrastructure.artifact_store import ArtifactStore
 from pubsubml.registry.schemas import ErrorBody, ModelList, ModelPublic
-from pubsubml.registry.services import models as service
+from pubsubml.registry.services import model_reads as service
 from pubsubml.registry.services.publish import publish_model
-from pubsubml.registry.store import ArtifactStore
 
 __all__ = ["router"]
 

@@ -43,7 +43,7 @@ from pubsubml.registry.schemas import (
     SubscriptionPublic,
 )
 from pubsubml.registry.services import subscriptions as service
-from pubsubml.registry.services.feed import read_deliveries
+from pubsubml.registry.services.feed_reader import read_deliveries
 
 __all__ = ["feed_page_json", "read_feed", "router"]
 

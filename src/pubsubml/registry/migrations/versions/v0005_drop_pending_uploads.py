@@ -17,7 +17,7 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
-    """Drop ``pending_uploads`` (see :mod:`pubsubml.registry.upload_lock`)."""
+    """Drop ``pending_uploads`` (see :mod:`pubsubml.registry.infrastructure.upload_lock`)."""
     op.drop_table("pending_uploads")
 
 

@@ -1,9 +1,10 @@
 """Artifacts in the database: ``artifact_objects`` and their ``artifact_chunks``.
 
-Used by registries started with ``--store database`` (:mod:`pubsubml.registry.database_store`),
-so that replicas on different machines share only the database.  On PostgreSQL the chunks'
-``bytea`` column is stored ``EXTERNAL``: out of line without compression, since weights are
-incompressible and pglz would only spend CPU on them.
+Used by registries started with ``--store database``
+(:mod:`pubsubml.registry.infrastructure.database_artifact_store`), so that replicas on different
+machines share only the database.  On PostgreSQL the chunks' ``bytea`` column is stored
+``EXTERNAL``: out of line without compression, since weights are incompressible and pglz would only
+spend CPU on them.
 
 Revision ID: 0006
 Revises: 0005

@@ -129,6 +129,19 @@ def test_demo_over_seeds_prints_mean_and_se(monkeypatch: pytest.MonkeyPatch) -> 
     assert text.count("+0.0300 ± 0.0115") == len(SUBSCRIBERS)
 
 
+def test_the_summary_over_one_seed_prints_its_se_as_nan(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pubsubml.cli.demo as demo
+
+    monkeypatch.setattr(demo, "_simulate", _fake_simulation)
+    console = Console(record=True, width=200)
+
+    demo.run_demo_seeds([1], console=console, per_seed=False)
+
+    text = console.export_text()  # one seed: no spread to estimate, the SE is not a number
+    assert text.count("0.8100 ± nan") == len(SUBSCRIBERS)
+    assert text.count("+0.0300 ± nan") == len(SUBSCRIBERS)
+
+
 def test_the_summary_alone_prints_one_mean_row_per_subscriber(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -49,6 +49,7 @@ from rich.table import Table
 from pubsubml.artifacts.signing import generate_signing_key, public_key_to_base64
 from pubsubml.data import Dataset, hyperplane
 from pubsubml.errors import SeededNoiseWarning
+from pubsubml.experiments.reports import mean_se, mean_se_label
 from pubsubml.learners import DPSGDLogisticRegression
 from pubsubml.methods import ContributionReport, Customizer, OwnLearner
 from pubsubml.methods.pubsub.own import own_estimator
@@ -215,8 +216,8 @@ def run_demo_seeds(
         out.add_row(
             str(sub),
             *(["mean ± SE"] if per_seed else []),
-            *(_mean_se(part[m].to_numpy()) for m in methods),
-            _mean_se(gain.to_numpy(), sign=True),
+            *(_mean_se(part[m]) for m in methods),
+            _mean_se(gain, sign=True),
             end_section=per_seed,
         )
     console.print(out)
@@ -255,9 +256,11 @@ def _seeds_text(seeds: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def _mean_se(values: np.ndarray, *, sign: bool = False) -> str:
-    se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else math.nan
-    return f"{float(np.mean(values)):{'+' if sign else ''}.4f} ± {se:.4f}"
+def _mean_se(values: pd.Series, *, sign: bool = False) -> str:
+    """``"0.8100 ± 0.0058"`` over the seeds (:func:`~pubsubml.experiments.reports.mean_se`); the SE
+    of a single seed is not estimated and prints as ``nan``."""
+    mean, se, _ = mean_se(values, single_se=math.nan)
+    return mean_se_label(mean, se, 4, sign=sign)
 
 
 def _free_port() -> int:

@@ -60,7 +60,13 @@ from pubsubml.experiments.heart_disease.methods import (
     Training,
 )
 from pubsubml.experiments.heart_disease.splits import TEST_FRACTION, flamby_frames
-from pubsubml.experiments.reports import markdown_table, write_results
+from pubsubml.experiments.reports import (
+    markdown_table,
+    mean_se,
+    mean_se_label,
+    summarize,
+    write_results,
+)
 from pubsubml.experiments.runner import Record, progress_bar, run_grid
 
 __all__ = [
@@ -221,10 +227,9 @@ def flower_comparison(table: pd.DataFrame) -> pd.DataFrame:
                 if part.empty:
                     row |= {f"{label} accuracy": "", f"{label} ε": "", f"{label} s/run": ""}
                     continue
-                acc = part["accuracy"].to_numpy(dtype=float)
-                se = acc.std(ddof=1) / math.sqrt(len(acc)) if len(acc) > 1 else 0.0
+                mean, se, _ = mean_se(part["accuracy"])
                 eps = part["epsilon"].astype(float).max()
-                row[f"{label} accuracy"] = f"{acc.mean():.3f} ± {se:.3f} (n={len(acc)})"
+                row[f"{label} accuracy"] = f"{mean_se_label(mean, se)} (n={len(part)})"
                 row[f"{label} ε"] = "—" if math.isinf(eps) else f"{eps:.2f}"
                 row[f"{label} s/run"] = f"{part['seconds'].astype(float).mean():.1f}"
             rows.append(row)
@@ -422,10 +427,7 @@ def _bars(ax: Any, summary: pd.DataFrame, methods: Sequence[str], groups: Sequen
 
 
 def _mean_se(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    grouped = frame.groupby(by, sort=False)["accuracy"]
-    out = grouped.agg(["mean", "sem", "count"]).reset_index()
-    out["se"] = out["sem"].fillna(0.0)
-    return out
+    return summarize(frame.dropna(subset=by), by, "accuracy")
 
 
 _FIGURE_METHODS = (

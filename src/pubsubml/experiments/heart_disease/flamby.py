@@ -70,6 +70,7 @@ from pubsubml.experiments.heart_disease.methods import (
     scores,
 )
 from pubsubml.experiments.heart_disease.splits import FLAMBY_SCHEMA, HospitalSplit, flamby_frames
+from pubsubml.experiments.reports import mean_se_cell
 from pubsubml.experiments.runner import Record
 from pubsubml.methods.pubsub.crossfit_reuse import CrossFitStore, reusing_cross_fits
 from pubsubml.privacy.dpsgd import init_mlp
@@ -400,11 +401,7 @@ _ORDER = (
 
 
 def _cell(values: pd.Series) -> str:
-    v = values.dropna().to_numpy(dtype=float)
-    if len(v) == 0:
-        return ""
-    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-    return f"{v.mean():.3f} ± {se:.3f}"
+    return mean_se_cell(values, 3, missing="")
 
 
 def _published() -> list[dict[str, Any]]:

@@ -14,7 +14,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from pubsubml.cli import app
-from pubsubml.cli.demo import PUBLISHERS, SUBSCRIBERS, DemoConfig, run_demo
+from pubsubml.cli.demo import DemoConfig, run_demo
+from pubsubml.cli.demo_consortium import PUBLISHERS, SUBSCRIBERS
 from pubsubml.errors import SeededNoiseWarning
 
 SMALL = DemoConfig(publisher_rows=300, subscriber_rows=200, test_rows=500)

@@ -23,7 +23,7 @@ import timeit
 
 from pubsubml.data import hyperplane_schema
 from pubsubml.experiments.pubsub.compared import MethodConfig, Scenario, SimSite, evaluate_fold
-from pubsubml.experiments.pubsub.hyperplane import make_consortium
+from pubsubml.experiments.pubsub.scale.hyperplane import make_consortium
 
 METHODS = ("PubSub-ML", "PubSub-ML*", "Own")
 

@@ -1,7 +1,7 @@
 """1,000 DP publishers and 10 subscribers end to end (pubsub-ml.txt §8.2.3, Fig. 4, Table 6).
 
 Times every phase of one fold of ``pubsubml bench pubsub-selection`` (without the FL baselines)
-on an executor of ``--jobs`` workers (:mod:`pubsubml.experiments.pubsub.scale_tasks`): generate
+on an executor of ``--jobs`` workers (:mod:`pubsubml.experiments.pubsub.scale.executor_tasks`): generate
 the Hyperplane sites (Table 3), train the 1,000 publishers' DP networks (10-100-50-2 tanh, 30
 epochs, minibatch 100, Adam; ε = 1, δ = 10⁻⁴) in batches of 250 with
 :func:`pubsubml.learners.mlp.fit_many` on the workers, export + charge the ledger + publish each
@@ -37,18 +37,18 @@ from sklearn.base import clone
 
 from pubsubml.data import hyperplane_schema
 from pubsubml.experiments.executors import EXECUTORS, make_executor
-from pubsubml.experiments.pubsub.hyperplane import make_consortium
-from pubsubml.experiments.pubsub.scale_tasks import (
+from pubsubml.experiments.pubsub.scale.executor_tasks import (
     customize_subscribers,
     peak_rss_gib,
     train_and_publish,
 )
-from pubsubml.experiments.pubsub.selection import (
-    SIZES,
+from pubsubml.experiments.pubsub.scale.hyperplane import make_consortium
+from pubsubml.experiments.pubsub.scale.many_publishers import (
     publisher_estimator,
     pull_models,
     split_sites,
 )
+from pubsubml.experiments.pubsub.scale.sizes import SIZES
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.outputs import published_runner
 

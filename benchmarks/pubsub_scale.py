@@ -1,6 +1,6 @@
 """n publishers × n subscribers, n = 5 … 5,000: time, memory and growth (pubsub-ml.txt app. B, Fig. 8).
 
-Runs :func:`pubsubml.experiments.pubsub.publishers_scale.scale_run` (what ``pubsubml bench
+Runs :func:`pubsubml.experiments.pubsub.scale.publishers_scale.scale_run` (what ``pubsubml bench
 pubsub-publishers --subscribers all`` runs) on one executor for every n of the paper's grid up to
 ``--max-publishers``, every subscriber customized (All).  Then, for ``--probe N`` (default 5,000),
 the same simulation with only the first ``--probe-subscribers`` subscribers customized: the
@@ -14,7 +14,7 @@ exponent b of ``total ≈ a·n^b``.  Target (issue): 5,000 × 5,000 within 60 mi
 machine.
 
 ``--customizer paper`` runs the subscribers' CUSTOMIZE as the paper does (Tra/Cus split, Table 4's
-own network, the fully connected fusion; :func:`pubsubml.experiments.pubsub.selection.customize_options`)
+own network, the fully connected fusion; :func:`pubsubml.experiments.pubsub.scale.many_publishers.customize_options`)
 instead of the Customizer's defaults; ``--probe-subscribers 0`` customizes every subscriber of the
 probe, so its n × n run is measured whole instead of estimated.
 
@@ -34,14 +34,15 @@ import pandas as pd
 import torch
 
 from pubsubml.experiments.executors import EXECUTORS, make_executor
-from pubsubml.experiments.pubsub.publishers_scale import (
+from pubsubml.experiments.pubsub.scale.executor_tasks import peak_rss_gib
+from pubsubml.experiments.pubsub.scale.many_publishers import PROTOCOLS
+from pubsubml.experiments.pubsub.scale.publishers_scale import (
     growth,
     run_summary,
     scale_counts,
     scale_run,
 )
-from pubsubml.experiments.pubsub.scale_tasks import peak_rss_gib
-from pubsubml.experiments.pubsub.selection import PROTOCOLS, SIZES
+from pubsubml.experiments.pubsub.scale.sizes import SIZES
 
 
 def _estimate(records: list[dict], n: int, jobs: int) -> dict[str, float]:

@@ -14,7 +14,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from pubsubml.cli import app
-from pubsubml.cli.demo import PUBLISHERS, SUBSCRIBERS, DemoConfig, run_demo
+from pubsubml.cli.demo import DemoConfig, run_demo
+from pubsubml.cli.demo_consortium import PUBLISHERS, SUBSCRIBERS
 from pubsubml.errors import SeededNoiseWarning
 
 SMALL = DemoConfig(publisher_rows=300, subscriber_rows=200, test_rows=500)
@@ -127,6 +128,19 @@ def test_demo_over_seeds_prints_mean_and_se(monkeypatch: pytest.MonkeyPatch) -> 
     # Own 0.80, 0.81, 0.82: mean 0.81, SE 0.01/√3 · √3 = 0.0058; gain 0.01, 0.03, 0.05.
     assert text.count("0.8100 ± 0.0058") == len(SUBSCRIBERS)
     assert text.count("+0.0300 ± 0.0115") == len(SUBSCRIBERS)
+
+
+def test_the_summary_over_one_seed_prints_its_se_as_nan(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pubsubml.cli.demo as demo
+
+    monkeypatch.setattr(demo, "_simulate", _fake_simulation)
+    console = Console(record=True, width=200)
+
+    demo.run_demo_seeds([1], console=console, per_seed=False)
+
+    text = console.export_text()  # one seed: no spread to estimate, the SE is not a number
+    assert text.count("0.8100 ± nan") == len(SUBSCRIBERS)
+    assert text.count("+0.0300 ± nan") == len(SUBSCRIBERS)
 
 
 def test_the_summary_alone_prints_one_mean_row_per_subscriber(

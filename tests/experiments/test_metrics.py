@@ -23,7 +23,7 @@ def test_f1_minority_scores_a_declared_class_in_every_test_part() -> None:
 
 
 def test_scenarios_declare_their_rare_outcome() -> None:
-    from pubsubml.experiments.pubsub.scenarios import diamonds_sites, distributed_features
+    from pubsubml.experiments.pubsub.tabular.scenarios import diamonds_sites, distributed_features
 
     assert distributed_features(seed=0, max_rows=300).minority == 1  # death
     assert diamonds_sites(0, max_rows=100).minority is None

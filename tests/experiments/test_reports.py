@@ -10,6 +10,7 @@ import pytest
 
 from pubsubml.experiments.reports import (
     markdown_table,
+    mean_se,
     mean_se_cell,
     mean_se_label,
     summarize,
@@ -47,6 +48,26 @@ def test_mean_se_cell() -> None:
     assert mean_se_cell(pd.Series([np.nan])) == "NA"
     assert mean_se_cell(pd.Series([2.0])) == "2.00 ± 0.00"
     assert mean_se_label(1.0, 0.5, 1) == "1.0 ± 0.5"
+
+
+def test_one_measurement_has_the_se_of_single_se_everywhere() -> None:
+    # n = 1: the result tables write an SE of 0 (their n column shows it); the demo asks for NaN.
+    one = pd.DataFrame({"m": ["a"], "score": [0.75]})
+    assert summarize(one, ["m"]).to_dict("records") == [{"m": "a", "mean": 0.75, "se": 0.0, "n": 1}]
+    assert np.isnan(summarize(one, ["m"], single_se=np.nan)["se"].iloc[0])
+    assert mean_se([0.75]) == (0.75, 0.0, 1)
+    mean, se, n = mean_se([0.75, np.nan], single_se=np.nan)
+    assert (mean, n) == (0.75, 1) and np.isnan(se)
+    assert mean_se_cell(pd.Series([0.75]), 3) == "0.750 ± 0.000"
+    assert mean_se_label(0.75, np.nan, 4, sign=True) == "+0.7500 ± nan"
+
+
+def test_mean_se_is_summarize_of_one_group() -> None:
+    values = [0.81, 0.8, 0.86, np.nan, 0.79]
+    row = summarize(pd.DataFrame({"g": 0, "score": values}), ["g"]).iloc[0]
+    assert mean_se(values) == (row["mean"], row["se"], row["n"])
+    mean, se, n = mean_se([])
+    assert n == 0 and np.isnan(mean) and np.isnan(se)
 
 
 def test_write_results_writes_csv_markdown_and_png(tmp_path: Path) -> None:

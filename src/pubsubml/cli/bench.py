@@ -64,21 +64,13 @@ def _option(
     )
 
 
-def experiment_command(exp: Experiment) -> Callable[..., None]:
-    """The ``pubsubml bench NAME`` command of ``exp``: common options, then the experiment's own.
-
-    Examples
-    --------
-    >>> from pubsubml.experiments.catalog import EXPERIMENTS
-    >>> import inspect
-    >>> list(inspect.signature(experiment_command(EXPERIMENTS["pubsub-scenarios"])).parameters)
-    ['seeds', 'folds', 'jobs', 'executor', 'address', 'smoke', 'out_dir', 'turns', 'fl_dp']
-    """
+def _common_options(exp: Experiment) -> list[inspect.Parameter]:
+    """The options every experiment has: seeds, folds, workers, executor, smoke, output folder."""
     fold_flags = ["--folds", *(f"--{a}" for a in exp.fold_aliases)]
     fold_default = f"default {exp.folds}" + (
         "" if exp.smoke_folds is None else f"; {exp.smoke_folds} with --smoke"
     )
-    params = [
+    return [
         _option(
             "seeds",
             Optional[int],  # noqa: UP045 (typer reads the annotation at run time)
@@ -121,12 +113,31 @@ def experiment_command(exp: Experiment) -> Callable[..., None]:
         ),
         _option("out_dir", Path, DEFAULT_OUT_DIR, "--out-dir", help="Folder for the outputs."),
     ]
+
+
+def _experiment_options(exp: Experiment) -> list[inspect.Parameter]:
+    """The experiment's own options (its :class:`~pubsubml.experiments.base.Param`)."""
+    params: list[inspect.Parameter] = []
     for p in exp.params:
         if p.name in _COMMON:
             raise ValueError(f"{exp.name}: option {p.name!r} clashes with a common option")
         flags = (f"--{p.flag}/--no-{p.flag}",) if p.type is bool else (f"--{p.flag}",)
         kind: Any = Optional[p.type] if p.default is None else p.type  # noqa: UP045 (typer)
         params.append(_option(p.name, kind, p.default, *flags, help=p.help))
+    return params
+
+
+def experiment_command(exp: Experiment) -> Callable[..., None]:
+    """The ``pubsubml bench NAME`` command of ``exp``: common options, then the experiment's own.
+
+    Examples
+    --------
+    >>> from pubsubml.experiments.catalog import EXPERIMENTS
+    >>> import inspect
+    >>> list(inspect.signature(experiment_command(EXPERIMENTS["pubsub-scenarios"])).parameters)
+    ['seeds', 'folds', 'jobs', 'executor', 'address', 'smoke', 'out_dir', 'turns', 'fl_dp']
+    """
+    params = [*_common_options(exp), *_experiment_options(exp)]
 
     def command(**values: Any) -> None:
         from pubsubml.experiments.reports import check_out_dir

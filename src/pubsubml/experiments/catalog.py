@@ -25,10 +25,10 @@ from pubsubml.experiments.domain_experts import benches as domain_experts
 from pubsubml.experiments.flower import parity as flower_parity
 from pubsubml.experiments.heart_disease.experiment import HEART_DISEASE_EXPERIMENT
 from pubsubml.experiments.proxyfl import benches as proxyfl
-from pubsubml.experiments.pubsub import scale as pubsub_scale
-from pubsubml.experiments.pubsub import tabular as pubsub_tabular
-from pubsubml.experiments.pubsub.small_ceiling import CEILING_EXPERIMENT
-from pubsubml.experiments.pubsub.small_experiment import SMALL_EXPERIMENT
+from pubsubml.experiments.pubsub.scale import experiments as pubsub_scale
+from pubsubml.experiments.pubsub.small.ceiling import CEILING_EXPERIMENT
+from pubsubml.experiments.pubsub.small.experiment import SMALL_EXPERIMENT
+from pubsubml.experiments.pubsub.tabular import experiments as pubsub_tabular
 from pubsubml.experiments.stacking import reporting as stacking
 
 __all__ = ["EXPERIMENTS", "UnknownExperimentError", "get", "register"]

@@ -1,6 +1,7 @@
 """Result files of the experiments: mean ± standard error, Markdown tables, CSV + MD + PNG.
 
-One reduction (:func:`summarize`, pandas' ``groupby(...).sem()``), one Markdown renderer
+One reduction (:func:`summarize`, pandas' ``groupby(...).sem()``; :func:`mean_se` is the same for
+one group of values), one Markdown renderer
 (:func:`markdown_table`) and one writer (:func:`write_results`) serve every experiment, so that every
 ``docs/results/NAME.{csv,md,png}`` has the same shape: the raw records, a summary table with notes,
 and a figure.
@@ -17,12 +18,14 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_out_dir",
     "markdown_table",
+    "mean_se",
     "mean_se_cell",
     "mean_se_label",
     "summarize",
@@ -38,12 +42,28 @@ __all__ = [
 ]
 
 
-def summarize(df: pd.DataFrame, by: Sequence[str], value: str = "score") -> pd.DataFrame:
+def summarize(
+    df: pd.DataFrame, by: Sequence[str], value: str = "score", *, single_se: float = 0.0
+) -> pd.DataFrame:
     """Mean and standard error of ``value`` per group of ``by``, over all seeds and folds.
 
-    The standard error is pandas' ``sem`` (``std(ddof=1) / sqrt(n)``) with ``n`` the number of
-    measurements in the group, 0 when ``n == 1``.  Groups keep the order in which they first
-    appear; missing values of ``value`` are left out.
+    The one mean ± SE of the experiments and the demo.  The standard error is pandas' ``sem``
+    (``std(ddof=1) / sqrt(n)``) with ``n`` the number of measurements in the group.  One
+    measurement has no spread to estimate: where ``n == 1`` the SE is ``single_se``, 0 by default
+    (the result tables, whose ``n`` column shows it); ``math.nan`` prints it as not estimated (the
+    demo's tables).  Groups keep the order in which they first appear; missing values of ``value``
+    are left out.
+
+    Parameters
+    ----------
+    df : DataFrame
+        One row per measurement.
+    by : sequence of str
+        The grouping columns.
+    value : str, default="score"
+        The measured column.
+    single_se : float, default=0.0
+        The SE of a group of one measurement.
 
     Returns
     -------
@@ -59,6 +79,8 @@ def summarize(df: pd.DataFrame, by: Sequence[str], value: str = "score") -> pd.D
     >>> df = pd.DataFrame({"method": ["a", "a", "b"], "score": [1.0, 3.0, 2.0]})
     >>> summarize(df, ["method"]).round(3).to_dict("records")
     [{'method': 'a', 'mean': 2.0, 'se': 1.0, 'n': 2}, {'method': 'b', 'mean': 2.0, 'se': 0.0, 'n': 1}]
+    >>> summarize(df, ["method"], single_se=float("nan"))["se"].tolist()
+    [1.0, nan]
     """
     missing = [c for c in [*by, value] if c not in df.columns]
     if missing:
@@ -67,36 +89,56 @@ def summarize(df: pd.DataFrame, by: Sequence[str], value: str = "score") -> pd.D
     grouped = values.groupby([df[c] for c in by], sort=False, dropna=False)
     out = grouped.agg(["mean", "sem", "count"]).reset_index()
     out = out.rename(columns={"sem": "se", "count": "n"})
-    out["se"] = out["se"].where(out["n"] > 1, 0.0).astype(float)
+    out["se"] = out["se"].where(out["n"] > 1, single_se).astype(float)
     out["mean"] = out["mean"].astype(float)
     out["n"] = out["n"].astype(int)
     return out[[*by, "mean", "se", "n"]]
 
 
-def mean_se_cell(values: pd.Series, digits: int = 2) -> str:
-    """``"mean ± SE"`` of the non-missing ``values`` (``"NA"`` when there are none).
+def mean_se(values: Any, *, single_se: float = 0.0) -> tuple[float, float, int]:
+    """Mean, standard error and number of the non-missing ``values``: :func:`summarize` of one
+    group (``nan, nan, 0`` when there are none).
+
+    Examples
+    --------
+    >>> mean_se([1.0, 3.0, float("nan")])
+    (2.0, 1.0, 2)
+    >>> mean_se([2.0]), mean_se([2.0], single_se=float("nan"))
+    ((2.0, 0.0, 1), (2.0, nan, 1))
+    """
+    frame = pd.DataFrame({"group": 0, "value": np.asarray(values, dtype=float).ravel()})
+    row = summarize(frame, ["group"], "value", single_se=single_se)
+    if row.empty or int(row["n"].iloc[0]) == 0:
+        return math.nan, math.nan, 0
+    return float(row["mean"].iloc[0]), float(row["se"].iloc[0]), int(row["n"].iloc[0])
+
+
+def mean_se_cell(values: pd.Series, digits: int = 2, *, missing: str = "NA") -> str:
+    """``"mean ± SE"`` of the non-missing ``values`` (:func:`mean_se`; ``missing`` when there
+    are none).
 
     Examples
     --------
     >>> mean_se_cell(pd.Series([1.0, 3.0, None]))
     '2.00 ± 1.00'
     """
-    v = values.dropna().to_numpy(dtype=float)
-    if len(v) == 0:
-        return "NA"
-    se = float(v.std(ddof=1) / len(v) ** 0.5) if len(v) > 1 else 0.0
-    return mean_se_label(float(v.mean()), se, digits)
+    mean, se, n = mean_se(values)
+    if n == 0:
+        return missing
+    return mean_se_label(mean, se, digits)
 
 
-def mean_se_label(mean: float, se: float, digits: int = 3) -> str:
-    """``"0.812 ± 0.004"``.
+def mean_se_label(mean: float, se: float, digits: int = 3, *, sign: bool = False) -> str:
+    """``"0.812 ± 0.004"`` (``sign``: the mean with its sign, ``"+0.012 ± 0.004"``).
 
     Examples
     --------
     >>> mean_se_label(0.81234, 0.0041)
     '0.812 ± 0.004'
+    >>> mean_se_label(0.0123, float("nan"), 4, sign=True)
+    '+0.0123 ± nan'
     """
-    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+    return f"{mean:{'+' if sign else ''}.{digits}f} ± {se:.{digits}f}"
 
 
 def markdown_table(summary: pd.DataFrame, digits: int | None = 3) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -10,15 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from pubsubml.data.heart_disease import HOSPITALS
-from pubsubml.experiments.heart_disease.experiment import (
-    HEART_DISEASE_EXPERIMENT,
-    _flower,
-    _grid,
-    flamby_targets,
-    flower_comparison,
-)
-from pubsubml.experiments.heart_disease.flamby import POOLED, TESTS
+from pubsubml.experiments.heart_disease.experiment import HEART_DISEASE_EXPERIMENT, _grid
+from pubsubml.experiments.heart_disease.flamby import TESTS
 from pubsubml.experiments.heart_disease.hospitals import HOSPITAL_METHODS
+from pubsubml.experiments.heart_disease.options import flower_on
 
 EXP = HEART_DISEASE_EXPERIMENT
 
@@ -26,9 +20,9 @@ EXP = HEART_DISEASE_EXPERIMENT
 def test_defaults_and_the_grid() -> None:
     full, smoke = EXP.options(), EXP.options(smoke=True)
     assert (full.seeds, full.folds, smoke.seeds, smoke.folds) == (5, 50, 1, 2)
-    assert _flower(full) and not _flower(smoke)  # Flower is off in the smoke run...
-    assert _flower(EXP.options(smoke=True, flower=True))  # ...unless asked for
-    assert not _flower(EXP.options(flower=False))
+    assert flower_on(full) and not flower_on(smoke)  # Flower is off in the smoke run...
+    assert flower_on(EXP.options(smoke=True, flower=True))  # ...unless asked for
+    assert not flower_on(EXP.options(flower=False))
     grid = _grid(full)
     assert [g["protocol"] for g in grid] == ["hospitals"] * 50 + ["flamby"] * 5
     assert [g["index"] for g in grid[-5:]] == list(range(5))
@@ -38,37 +32,6 @@ def test_defaults_and_the_grid() -> None:
     assert {g["protocol"] for g in _grid(EXP.options(protocol="flamby"))} == {"flamby"}
     with pytest.raises(ValueError, match="protocol"):
         EXP.options(protocol="all")
-
-
-def test_flamby_target_compares_with_every_published_strategy() -> None:
-    def table(accuracy: float) -> pd.DataFrame:
-        return pd.DataFrame(
-            [{"method": "PubSub-ML", "test": POOLED, "accuracy": accuracy, "seed": 0}]
-        )
-
-    frame, met = flamby_targets(table(0.80))
-    assert met and len(frame) == 7 and set(frame["met"]) == {"yes"}
-    frame, met = flamby_targets(table(0.78))  # Cyclic100 published 0.785
-    assert not met
-    assert frame.set_index("FLamby strategy").loc["Cyclic100", "met"] == "no"
-    assert frame.set_index("FLamby strategy").loc["FedAvg100", "met"] == "yes"
-
-
-def test_flower_comparison_sets_both_implementations_side_by_side() -> None:
-    rows = [
-        {"method": m, "test": POOLED, "accuracy": a, "epsilon": e, "seconds": s, "seed": seed}
-        for seed in range(2)
-        for m, a, e, s in (
-            ("FedAvg", 0.78, math.inf, 1.0),
-            ("FedAvg, Flower", 0.77, math.inf, 20.0),
-            ("DP-FedAvg (V)", 0.70, 0.99, 1.5),
-        )
-    ]
-    frame = flower_comparison(pd.DataFrame(rows)).set_index(["strategy", "DP"])
-    plain = frame.loc[("FedAvg", "none")]
-    assert plain["ours accuracy"] == "0.780 ± 0.000 (n=2)" and plain["Flower s/run"] == "20.0"
-    dp = frame.loc[("FedAvg", "ε = 1")]
-    assert dp["ours ε"] == "0.99" and dp["Flower accuracy"] == ""
 
 
 def test_bad_options_exit_with_a_clear_error(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from pubsubml.data import hyperplane
 from pubsubml.experiments.pubsub import compared as pubsub_methods
-from pubsubml.experiments.pubsub import models as pubsub_models
+from pubsubml.experiments.pubsub import site_models as pubsub_models
 from pubsubml.experiments.pubsub.compared import (
     MethodConfig,
     Scenario,
@@ -23,7 +23,8 @@ from pubsubml.experiments.pubsub.compared import (
     fit_federated,
     paper_protocol,
 )
-from pubsubml.experiments.pubsub.scenarios import distributed_features, with_budgets
+from pubsubml.experiments.pubsub.consortium import with_budgets
+from pubsubml.experiments.pubsub.tabular.scenarios import distributed_features
 from pubsubml.methods.pubsub import own_crossfit
 from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 

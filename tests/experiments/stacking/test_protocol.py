@@ -10,7 +10,11 @@ import pytest
 from sklearn.base import BaseEstimator
 from sklearn.metrics import roc_auc_score
 
-from pubsubml.experiments.stacking.models import PUBLIC_KINDS, ClientData, train_public_models
+from pubsubml.experiments.stacking.client_models import (
+    PUBLIC_KINDS,
+    ClientData,
+    train_public_models,
+)
 from pubsubml.experiments.stacking.protocol import (
     client_seed,
     evaluate_federation,

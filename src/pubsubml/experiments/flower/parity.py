@@ -39,7 +39,7 @@ from pubsubml.data.partition import iid
 from pubsubml.data.synthetic import hyperplane
 from pubsubml.experiments.base import Experiment, Param, RunOptions
 from pubsubml.experiments.heart_disease.splits import flamby_frame
-from pubsubml.experiments.reports import markdown_table, write_results
+from pubsubml.experiments.reports import markdown_table, mean_se, write_results
 from pubsubml.experiments.runner import Record
 from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.schema import FeatureSchema
@@ -308,8 +308,8 @@ _federation = functools.lru_cache(maxsize=4)(lambda name: federation(name))
 
 
 def _mean_se(values: pd.Series) -> tuple[float, float]:
-    v = values.to_numpy(dtype=float)
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else 0.0
+    mean, se, _ = mean_se(values)
+    return mean, se
 
 
 def _summary(table: pd.DataFrame) -> pd.DataFrame:

@@ -47,7 +47,7 @@ from pubsubml.experiments.heart_disease.methods import (
     scores,
 )
 from pubsubml.experiments.heart_disease.splits import clinic_rows, hospital_splits, split_seed
-from pubsubml.experiments.reports import mean_se_label
+from pubsubml.experiments.reports import mean_se_cell
 from pubsubml.experiments.runner import Record
 from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 
@@ -262,11 +262,7 @@ _METRICS = {"accuracy": "accuracy", "auc": "ROC AUC", "log_loss": "log-loss"}
 
 
 def _mean_se(values: pd.Series, digits: int = 3) -> str:
-    v = values.dropna().to_numpy(dtype=float)
-    if len(v) == 0:
-        return ""
-    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0
-    return mean_se_label(float(v.mean()), se, digits)
+    return mean_se_cell(values, digits, missing="")
 
 
 def _paired(part: pd.DataFrame, keys: Sequence[str]) -> pd.Series:

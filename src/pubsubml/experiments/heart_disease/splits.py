@@ -37,7 +37,7 @@ from pubsubml.data.heart_disease import (
     flamby_split,
     hospital_datasets,
 )
-from pubsubml.experiments.pubsub.small import stratified_order
+from pubsubml.experiments.pubsub.small.scenarios import stratified_order
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
@@ -223,7 +223,7 @@ def hospital_splits(repeat: int, seed: int = 0) -> dict[str, HospitalSplit]:
 def clinic_rows(y: np.ndarray, size: int, seed: int) -> np.ndarray:
     """Positions of a small clinic's ``size`` rows among a hospital's training rows ``y``.
 
-    The first ``size`` positions of :func:`~pubsubml.experiments.pubsub.small.stratified_order`:
+    The first ``size`` positions of :func:`~pubsubml.experiments.pubsub.small.scenarios.stratified_order`:
     class shares as in ``y`` to within one row, and nested (a clinic of 30 rows is part of the
     clinic of 60 drawn with the same seed), so results at different sizes are paired.
 

@@ -36,7 +36,7 @@ from pubsubml.experiments.pubsub.consortium import (
     Scenario,
     SimSite,
 )
-from pubsubml.experiments.pubsub.models import (
+from pubsubml.experiments.pubsub.site_models import (
     network,
     own_model,
     publisher_learner,

@@ -1,22 +1,26 @@
 """Sites, scenarios and method settings of the PubSub-ML evaluation (pubsub-ml.txt §7).
 
 The data classes :class:`SimSite`, :class:`Scenario` and :class:`MethodConfig` describe one experiment;
-:mod:`pubsubml.experiments.pubsub.compared` runs the methods on them.
+:mod:`pubsubml.experiments.pubsub.compared` runs the methods on them.  :func:`with_budgets` and
+:func:`with_learners` change the publishers of a scenario; :data:`FL_DP` is the ``--fl-dp`` option of
+the experiments with DP FL baselines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from pubsubml.experiments.base import Param
 from pubsubml.schema import FeatureSchema
 
 __all__ = [
     "APPROXIMATE_DP",
+    "FL_DP",
     "FL_METHODS",
     "LEARNERS",
     "METHODS",
@@ -26,6 +30,8 @@ __all__ = [
     "MethodConfig",
     "Scenario",
     "SimSite",
+    "with_budgets",
+    "with_learners",
 ]
 
 METHODS = (
@@ -193,3 +199,31 @@ class MethodConfig:
     dp_defaults: bool = False
     own_model: str = "auto"
     customizer: Literal["default", "paper"] = "default"
+
+
+FL_DP = Param(
+    "fl_dp",
+    "local",
+    "Where the FL baselines add noise: 'local' (DP-SGD at every client, the paper) or "
+    "'central' (at the server, per client).",
+    choices=("local", "central"),
+)
+"""The ``--fl-dp`` option of every experiment that runs DP FL baselines (:attr:`MethodConfig.fl_dp`)."""
+
+
+def with_budgets(scenario: Scenario, epsilons: Sequence[float]) -> Scenario:
+    """The scenario with publisher ``i`` at budget ``epsilons[i]`` (pubsub-ml.txt §8.2.1)."""
+    if len(epsilons) != len(scenario.publishers):
+        raise ValueError("need one budget per publisher")
+    pubs = [
+        replace(s, epsilon=float(e)) for s, e in zip(scenario.publishers, epsilons, strict=True)
+    ]
+    return replace(scenario, publishers=pubs)
+
+
+def with_learners(scenario: Scenario, learners: Sequence[str]) -> Scenario:
+    """The scenario with publisher ``i`` training a ``learners[i % len(learners)]`` model (§8.2.2)."""
+    pubs = [
+        replace(s, learner=learners[i % len(learners)]) for i, s in enumerate(scenario.publishers)
+    ]
+    return replace(scenario, publishers=pubs)

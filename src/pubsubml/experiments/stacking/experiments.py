@@ -25,7 +25,7 @@ import numpy as np
 from pubsubml.data import Dataset, load
 from pubsubml.data.partition import dirichlet_label_skew, iid, quantity_skew
 from pubsubml.experiments.runner import Record
-from pubsubml.experiments.stacking.models import (
+from pubsubml.experiments.stacking.client_models import (
     PUBLIC_KINDS,
     ClientData,
     PublicKind,
@@ -302,7 +302,7 @@ def _publication_epsilons(
     """Each client's ε per public kind, and the ε of one record over all the clients' releases.
 
     A client's ε is what its ledger spent: its DP defaults composed with its DP public model of
-    that kind (charged by :func:`~pubsubml.experiments.stacking.models.train_public_models`).  The kinds
+    that kind (charged by :func:`~pubsubml.experiments.stacking.client_models.train_public_models`).  The kinds
     are alternative federations, each on its own copy of the ledger.  When every client holds the
     same rows (``shared_rows``, the paper's vertical partition), one person's record is in every
     client's releases, so its ε is the composition of all of them; otherwise it is the largest

@@ -29,6 +29,7 @@ __all__ = [
     "dp_bars",
     "importance_matrix",
     "label_figure",
+    "mean_se_by",
     "natural_figure",
     "param_lines",
     "per_seed",
@@ -74,6 +75,21 @@ def summary_table(clients: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     return out[[*by, *budgets, *METRICS, "n"]]
 
 
+def mean_se_by(frame: pd.DataFrame, by: str | Sequence[str], value: str) -> pd.DataFrame:
+    """Mean ± SE of ``value`` per group of ``by`` (:func:`~pubsubml.experiments.reports.summarize`),
+    indexed and sorted by the groups; rows with a missing group are left out.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"p": [0.5, 0.1, 0.5], "gain": [1.0, 2.0, 3.0]})
+    >>> mean_se_by(frame, "p", "gain").to_dict("index")
+    {0.1: {'mean': 2.0, 'se': 0.0, 'n': 1}, 0.5: {'mean': 2.0, 'se': 1.0, 'n': 2}}
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    out = summarize(frame.dropna(subset=keys), keys, value).sort_values(keys)
+    return out.set_index(keys[0] if len(keys) == 1 else keys)
+
+
 def binned_plot(
     ax: Any, frame: pd.DataFrame, x: str, y: str, label: str, bins: int = 5, **kw: Any
 ) -> None:
@@ -81,10 +97,9 @@ def binned_plot(
     if frame.empty or frame[x].nunique() < 2:
         return
     cut = pd.qcut(frame[x], q=min(bins, frame[x].nunique()), duplicates="drop")
-    g = frame.groupby(cut, observed=True)
-    xm, ym = g[x].mean(), g[y].mean()
-    se = g[y].sem().fillna(0.0)
-    ax.errorbar(xm, ym, yerr=se, marker="o", capsize=3, label=label, **kw)
+    binned = frame.assign(bin=cut.cat.codes.where(cut.notna()))
+    xs, ys = mean_se_by(binned, "bin", x), mean_se_by(binned, "bin", y)
+    ax.errorbar(xs["mean"], ys["mean"], yerr=ys["se"], marker="o", capsize=3, label=label, **kw)
 
 
 def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> None:
@@ -94,7 +109,7 @@ def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> 
         ax.set_visible(False)
         return
     seeds = per_seed(dp, ["public", by], ["gain"])
-    s = seeds.groupby(["public", by])["gain"].agg(["mean", "sem"]).reset_index()
+    s = mean_se_by(seeds, ["public", by], "gain").reset_index()
     kinds = list(dict.fromkeys(dp.public))
     levels = list(dict.fromkeys(dp[by]))
     width = 0.8 / len(levels)
@@ -104,7 +119,7 @@ def dp_bars(ax: Any, clients: pd.DataFrame, title: str, by: str = "variant") -> 
             np.arange(len(kinds)) + (j - (len(levels) - 1) / 2) * width,
             v["mean"],
             width,
-            yerr=v["sem"].fillna(0),
+            yerr=v["se"],
             label=f"{by}={level}",
             capsize=2,
         )
@@ -120,10 +135,8 @@ def param_lines(ax: Any, clients: pd.DataFrame, param: str, xlabel: str) -> None
     rf = clients[(clients.public == "rf") & (clients.models == "rf")]
     seeds = per_seed(rf, [param, "variant"], ["gain"])
     for variant in ("held_out", "pooled"):
-        s = seeds[seeds.variant == variant].groupby(param)["gain"].agg(["mean", "sem"])
-        ax.errorbar(
-            s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", capsize=3, label=variant
-        )
+        s = mean_se_by(seeds[seeds.variant == variant], param, "gain")
+        ax.errorbar(s.index, s["mean"], yerr=s["se"], marker="o", capsize=3, label=variant)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("balanced accuracy gain")
@@ -224,10 +237,10 @@ def vertical_figure(
     axes[0, 2].set(xlabel="Jaccard similarity of feature sets", ylabel="assigned importance")
     for variant in ("held_out", "pooled"):
         v = noisy[noisy.variant == variant]
-        s = v.groupby("p")["self_importance"].agg(["mean", "sem"])
-        axes[1, 0].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
-        s = v.groupby("noise")["self_importance"].agg(["mean", "sem"])
-        axes[1, 1].errorbar(s.index, s["mean"], yerr=s["sem"].fillna(0), marker="o", label=variant)
+        s = mean_se_by(v, "p", "self_importance")
+        axes[1, 0].errorbar(s.index, s["mean"], yerr=s["se"], marker="o", label=variant)
+        s = mean_se_by(v, "noise", "self_importance")
+        axes[1, 1].errorbar(s.index, s["mean"], yerr=s["se"], marker="o", label=variant)
     axes[1, 0].set(xlabel="proportion p", ylabel="self-importance")
     axes[1, 1].set(xlabel="ε_noise", ylabel="self-importance")
     axes[1, 0].legend(fontsize=7)
@@ -275,13 +288,12 @@ def natural_figure(clients: pd.DataFrame, dataset: str) -> Figure:
     axes[0].set(title="data share", ylabel="share of rows")
     for ax, metric in ((axes[1], "gain"), (axes[2], "self_importance")):
         for j, variant in enumerate(("held_out", "pooled")):
-            s = rf[rf.variant == variant].groupby("client")[metric].agg(["mean", "sem"])
-            s = s.reindex(names)
+            s = mean_se_by(rf[rf.variant == variant], "client", metric).reindex(names)
             ax.bar(
                 np.arange(len(names)) + (j - 0.5) * 0.4,
                 s["mean"],
                 0.4,
-                yerr=s["sem"].fillna(0),
+                yerr=s["se"],
                 label=variant,
                 capsize=2,
             )

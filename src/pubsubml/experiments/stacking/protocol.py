@@ -34,7 +34,7 @@ from sklearn.model_selection import train_test_split
 
 from pubsubml.experiments.metrics import score
 from pubsubml.experiments.runner import Record
-from pubsubml.experiments.stacking.models import (
+from pubsubml.experiments.stacking.client_models import (
     PUBLIC_KINDS,
     ClientData,
     Factory,
@@ -227,85 +227,144 @@ def evaluate_federation(
     """
     private_model = private_model or forest()
     make_meta = meta_model or (lambda s: _meta_forest(meta_trees, s))
-    trained = dict(publics or {})
-    published = {
-        k.name: trained[k.name]
-        if k.name in trained
-        else train_public_models(clients, k, classes, seed)
-        for k in kinds
-    }
+    published = _published(clients, kinds, classes, seed, publics or {})
     total = sum(len(c.y) for c in clients)
     records: list[Record] = []
     reports: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for i, client in enumerate(clients):
         s = client_seed(seed, repeat, i)
         split = split_client(client.y, s)
-        features = list(client.X.columns)
-        fitted = {}
-        for variant, rows in (("held_out", split.train), ("pooled", split.pooled)):
-            est = private_model(client.schema, classes, s).fit(client.X.iloc[rows], client.y[rows])
-            fitted[variant] = OwnModel(est, features)
+        fitted = _private_models(client, split, private_model, classes, s)
         X_test, y_test = client.X.iloc[split.test], client.y[split.test]
-        base_bacc, base_auc = score_predictions(
-            y_test, fitted["pooled"].predict_proba(X_test), classes
-        )
-        info = {
-            "client": client.name,
-            "n": len(client.y),
-            "share": len(client.y) / total,
-            "balance": float(np.mean(client.y == classes[-1])),
-            "n_features": len(features),
-        }
+        base = score_predictions(y_test, fitted["pooled"].predict_proba(X_test), classes)
+        info = _client_info(client, classes, total)
         for kind in kinds:
             others = [m for j, m in enumerate(published[kind.name]) if j != i]
             runner = _CachedRunner(client.X)
             for variant, rows in (("held_out", split.meta), ("pooled", split.pooled)):
-                pers = StackingPersonalizer(
-                    stacking=variant,  # type: ignore[arg-type]
-                    models=[fitted[variant], *others],
-                    model_ids=[PRIVATE_ID, *(m.model_id for m in others)],
-                    own_model=None,
-                    fusion_model=make_meta(s),
-                    classes=list(classes),
-                    runner=runner,
-                    random_state=s,
-                ).fit(client.X.iloc[rows], client.y[rows])
-                bacc, auc = score_predictions(y_test, pers.predict_proba(X_test), classes)
+                models = [fitted[variant], *others]
+                pers = _personalizer(variant, models, make_meta(s), runner, classes=classes, seed=s)
+                pers.fit(client.X.iloc[rows], client.y[rows])
+                scores = score_predictions(y_test, pers.predict_proba(X_test), classes)
                 contrib = contribution_scores(pers, method="impurity")
                 given = {k: v for k, v in contrib.items() if k != PRIVATE_ID}
                 reports.setdefault((kind.name, variant), {})[client.name] = given
+                where = {"public": kind.name, "variant": variant}
+                epsilon = max((m.epsilon for m in others), default=math.inf)
                 records.append(
-                    {
-                        "record": "client",
-                        **info,
-                        "public": kind.name,
-                        "variant": variant,
-                        "epsilon": max((m.epsilon for m in others), default=math.inf),
-                        "bacc": bacc,
-                        "auc": auc,
-                        "private_bacc": base_bacc,
-                        "private_auc": base_auc,
-                        "gain": bacc - base_bacc,
-                        "gain_auc": auc - base_auc,
-                        "self_importance": contrib[PRIVATE_ID],
-                    }
+                    _client_record(info | where, epsilon, scores, base, contrib[PRIVATE_ID])
                 )
-                records.extend(
-                    {
-                        "record": "edge",
-                        "client": client.name,
-                        "publisher": pub,
-                        "public": kind.name,
-                        "variant": variant,
-                        "weight": w,
-                    }
-                    for pub, w in given.items()
-                )
+                records.extend(_edge_records(client.name, where, given))
+    _set_importance(records, reports)
+    return records
+
+
+def _personalizer(
+    variant: str,
+    models: Sequence[Any],
+    meta: Any,
+    runner: _CachedRunner,
+    *,
+    classes: Sequence[Any],
+    seed: int,
+) -> StackingPersonalizer:
+    """The client's private model (``models[0]``) stacked with the others' public models
+    (``models[1:]``) under the meta-model ``meta``, unfitted."""
+    return StackingPersonalizer(
+        stacking=variant,  # type: ignore[arg-type]
+        models=list(models),
+        model_ids=[PRIVATE_ID, *(m.model_id for m in models[1:])],
+        own_model=None,
+        fusion_model=meta,
+        classes=list(classes),
+        runner=runner,
+        random_state=seed,
+    )
+
+
+def _published(
+    clients: Sequence[ClientData],
+    kinds: Sequence[PublicKind],
+    classes: Sequence[Any],
+    seed: int,
+    trained: Mapping[str, Sequence[PublicModel]],
+) -> dict[str, Sequence[PublicModel]]:
+    """Every client's public model of each kind: the ``trained`` ones, the missing kinds trained."""
+    return {
+        k.name: trained[k.name]
+        if k.name in trained
+        else train_public_models(clients, k, classes, seed)
+        for k in kinds
+    }
+
+
+def _private_models(
+    client: ClientData,
+    split: ClientSplit,
+    private_model: Factory,
+    classes: Sequence[Any],
+    seed: int,
+) -> dict[str, OwnModel]:
+    """The client's private model per variant: on ``Train`` (held-out), on ``Train ∪ Meta Train``
+    (pooled, also the private-only baseline)."""
+    features = list(client.X.columns)
+    fitted: dict[str, OwnModel] = {}
+    for variant, rows in (("held_out", split.train), ("pooled", split.pooled)):
+        est = private_model(client.schema, classes, seed).fit(client.X.iloc[rows], client.y[rows])
+        fitted[variant] = OwnModel(est, features)
+    return fitted
+
+
+def _client_info(client: ClientData, classes: Sequence[Any], total: int) -> dict[str, Any]:
+    """The columns describing a client in each of its records."""
+    return {
+        "client": client.name,
+        "n": len(client.y),
+        "share": len(client.y) / total,
+        "balance": float(np.mean(client.y == classes[-1])),
+        "n_features": len(client.X.columns),
+    }
+
+
+def _client_record(
+    info: dict[str, Any],
+    epsilon: float,
+    scores: tuple[float, float],
+    base: tuple[float, float],
+    self_importance: float,
+) -> Record:
+    """A ``record="client"`` row: the personalized and the private-only scores and their gain."""
+    (bacc, auc), (base_bacc, base_auc) = scores, base
+    return {
+        "record": "client",
+        **info,
+        "epsilon": epsilon,
+        "bacc": bacc,
+        "auc": auc,
+        "private_bacc": base_bacc,
+        "private_auc": base_auc,
+        "gain": bacc - base_bacc,
+        "gain_auc": auc - base_auc,
+        "self_importance": self_importance,
+    }
+
+
+def _edge_records(client: str, where: dict[str, str], given: dict[str, float]) -> list[Record]:
+    """The ``record="edge"`` rows: the normalized score ``client`` gave each publisher."""
+    return [
+        {"record": "edge", "client": client, "publisher": pub, **where, "weight": w}
+        for pub, w in given.items()
+    ]
+
+
+def _set_importance(
+    records: list[Record], reports: dict[tuple[str, str], dict[str, dict[str, float]]]
+) -> None:
+    """Add each client's ``importance`` (its normalized in-strength, §4) to its client rows."""
     importance = {key: _in_strength(rep) for key, rep in reports.items()}
     for r in records:
         if r["record"] == "client":
             r["importance"] = importance[(r["public"], r["variant"])].get(r["client"], 0.0)
-    return records
 
 
 def _in_strength(reports: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pubsubml.experiments.proxyfl.experiments import (
     run_method,
     run_regular_models,
 )
-from pubsubml.methods.proxyfl.models import ARCHITECTURES, private_factory
+from pubsubml.methods.proxyfl.architectures import ARCHITECTURES, private_factory
 from pubsubml.methods.proxyfl.protocol import DMLConfig
 
 

@@ -20,8 +20,8 @@ from pubsubml.errors import (
     LabelError,
     PaperAccountingWarning,
 )
+from pubsubml.methods.domain_experts.early_stopping import train_with_early_stopping
 from pubsubml.methods.domain_experts.federation import DomainExpertsFL
-from pubsubml.methods.domain_experts.finetune import fine_tune
 from pubsubml.methods.domain_experts.gate import (
     Task,
     general_gradients,
@@ -228,13 +228,15 @@ def test_fine_tune_stops_at_best_validation_loss() -> None:
     X = torch.rand(200, 2)
     y = X @ torch.tensor([2.0, -1.0]) + 0.5
     start = nn.Sequential(nn.Linear(2, 1))
-    tuned = fine_tune(start, X[:150], y[:150], X[150:], y[150:], task="regression")
+    tuned = train_with_early_stopping(start, X[:150], y[:150], X[150:], y[150:], task="regression")
     err = ((tuned(X[150:])[:, 0] - y[150:]) ** 2).mean()
     assert err < ((start(X[150:])[:, 0] - y[150:]) ** 2).mean()
     assert start is not tuned
     # A validation set nothing helps on (pure noise labels) keeps the starting point.
     y_val = torch.randn(50) * 100
-    kept = fine_tune(tuned, X[:150], y[:150], X[150:], y_val, task="regression", lr=1e-6)
+    kept = train_with_early_stopping(
+        tuned, X[:150], y[:150], X[150:], y_val, task="regression", lr=1e-6
+    )
     for p, q in zip(kept.parameters(), tuned.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-4)
 

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from pubsubml.errors import DataValidationError
-from pubsubml.methods.proxyfl.models import private_factory
+from pubsubml.methods.proxyfl.architectures import private_factory
 from pubsubml.methods.proxyfl.peers import launch, write_client_data
 from pubsubml.methods.proxyfl.protocol import DMLConfig, ProxyFL, WeakPrivacyWarning
 from pubsubml.privacy.accountants import compute_epsilon

@@ -24,8 +24,8 @@ from pubsubml.experiments.base import RunOptions
 from pubsubml.experiments.domain_experts.figures import bar_figure
 from pubsubml.experiments.reports import summarize, write_results
 from pubsubml.experiments.runner import Record
+from pubsubml.methods.domain_experts.early_stopping import train_with_early_stopping
 from pubsubml.methods.domain_experts.federation import DomainExpertsFL
-from pubsubml.methods.domain_experts.finetune import fine_tune
 from pubsubml.privacy.dpsgd import init_mlp
 
 __all__ = [
@@ -107,7 +107,7 @@ def tune(model: DomainExpertsFL, start: torch.nn.Module, user: dict[str, Any], s
     """Fine-tune ``start`` on the user's ``tune`` rows (default ``train``), stopping on ``val``
     (FT-(DP-)FL, §3.3)."""
     (X, y), (Xv, yv) = user.get("tune", user["train"]), user["val"]
-    return fine_tune(
+    return train_with_early_stopping(
         start,
         model.encode(X),
         model.encode_target(y, len(X)),

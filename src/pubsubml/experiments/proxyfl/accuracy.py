@@ -42,7 +42,7 @@ from pubsubml.experiments.proxyfl.setups import (
     spread_description,
 )
 from pubsubml.experiments.reports import mean_se_label, write_results
-from pubsubml.methods.proxyfl.models import private_factory
+from pubsubml.methods.proxyfl.architectures import private_factory
 from pubsubml.methods.proxyfl.protocol import ProxyFL
 
 __all__ = ["ACCURACY", "epsilon_rows", "run_accuracy_fold"]

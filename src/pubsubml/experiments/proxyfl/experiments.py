@@ -36,9 +36,9 @@ from torch import nn
 
 from pubsubml.data.synthetic import make_mnist1d
 from pubsubml.errors import DataValidationError, PaperAccountingWarning
+from pubsubml.methods.proxyfl.architectures import private_factory
 from pubsubml.methods.proxyfl.baselines import create_method
 from pubsubml.methods.proxyfl.local import client_seed
-from pubsubml.methods.proxyfl.models import private_factory
 from pubsubml.methods.proxyfl.protocol import ClientCohort, DMLConfig, WeakPrivacyWarning
 from pubsubml.privacy.accountants import create_accountant
 from pubsubml.privacy.dpsgd import train_dp

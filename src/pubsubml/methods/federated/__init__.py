@@ -10,7 +10,8 @@ baselines over MLPs (pubsub-ml.txt §7.3): the "(V)" and "(F)" rows of the evalu
 * :mod:`~pubsubml.methods.federated.rounds`: :class:`FederatedMLP`, the estimator base of the
   baselines, and :mod:`~pubsubml.methods.federated.baselines`: DPFedAvg, DPFedProx, DPFedAdam and
   :func:`min_epsilon`;
-* :mod:`~pubsubml.methods.federated.finetune`: using the global model at one site, fine-tuning.
+* :mod:`~pubsubml.methods.federated.global_model`: the global model's predictions at one site,
+  and :mod:`~pubsubml.methods.federated.personalization`: fine-tuning it there.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pubsubml.lazy import attach
 if TYPE_CHECKING:
     from pubsubml.methods.federated.baselines import DPFedAdam, DPFedAvg, DPFedProx, min_epsilon
     from pubsubml.methods.federated.dp import CentralDP, LocalDP
-    from pubsubml.methods.federated.finetune import fine_tune
     from pubsubml.methods.federated.loop import Strategy, client_schedule, run_federation
+    from pubsubml.methods.federated.personalization import fine_tune
     from pubsubml.methods.federated.rounds import Client, FederatedMLP
     from pubsubml.methods.federated.strategies import FedAdam, FedAvg, FedProx, FedSGD
 

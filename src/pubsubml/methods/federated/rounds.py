@@ -46,7 +46,7 @@ from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.learners.dpsgd_base import centred, fold_input_center
 from pubsubml.learners.dpsgd_tasks import check_target_bounds, fold_target_bounds, scale_targets
 from pubsubml.methods.federated.dp import CentralDP, LocalDP, noise_multipliers
-from pubsubml.methods.federated.finetune import GlobalModelMixin
+from pubsubml.methods.federated.global_model import GlobalModelMixin
 from pubsubml.methods.federated.loop import (
     ClientUpdates,
     LocalTerm,

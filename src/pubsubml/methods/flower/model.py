@@ -22,7 +22,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from pubsubml.learners.dpsgd_base import fold_input_center
-from pubsubml.methods.federated.finetune import GlobalModelMixin
+from pubsubml.methods.federated.global_model import GlobalModelMixin
 from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.dpsgd import init_mlp
 from pubsubml.privacy.events import DPEvent

@@ -4,7 +4,7 @@
 * :mod:`~pubsubml.methods.proxyfl.local`: local deep mutual learning with a DP-SGD proxy (§3.2);
 * :mod:`~pubsubml.methods.proxyfl.pushsum`: de-biased PushSum on an exponential graph (§3.3);
 * :mod:`~pubsubml.methods.proxyfl.baselines`: Regular, Joint, FedAvg, AvgPush, CWT and FML (§4);
-* :mod:`~pubsubml.methods.proxyfl.models`: the private models of the evaluation;
+* :mod:`~pubsubml.methods.proxyfl.architectures`: the private models of the evaluation;
 * :mod:`~pubsubml.methods.proxyfl.peers`: the same protocol between real processes (gloo).
 """
 

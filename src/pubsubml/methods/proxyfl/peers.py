@@ -166,7 +166,7 @@ def launch(
     out_dir : Path
         Receives ``rank{k}.json``, ``proxy{k}.safetensors`` and ``rank{k}.log``.
     private : sequence of str
-        Private architecture of each client (:data:`~pubsubml.methods.proxyfl.models.ARCHITECTURES`).
+        Private architecture of each client (:data:`~pubsubml.methods.proxyfl.architectures.ARCHITECTURES`).
     ranks : sequence of int, optional
         Ranks to start on this machine.
     master_addr, master_port : str, int

@@ -48,7 +48,7 @@ def run_peer(
     rank: int, world_size: int, master_addr: str, master_port: int, spec: dict[str, Any]
 ) -> None:
     """One client's process: train, gossip, evaluate, write ``rank{r}.json`` and its proxy."""
-    from pubsubml.methods.proxyfl.models import private_factory
+    from pubsubml.methods.proxyfl.architectures import private_factory
 
     out = Path(spec["out_dir"])
     with np.load(Path(spec["data_dir"]) / f"client{rank}.npz", allow_pickle=False) as data:

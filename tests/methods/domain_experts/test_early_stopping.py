@@ -1,4 +1,4 @@
-"""Tests of pubsubml.methods.domain_experts.finetune: noise-free local training, early stopping."""
+"""Tests of pubsubml.methods.domain_experts.early_stopping: noise-free local training, early stopping."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pubsubml.methods.domain_experts.finetune import fine_tune
+from pubsubml.methods.domain_experts.early_stopping import train_with_early_stopping
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def test_more_epochs_never_return_a_worse_validation_loss() -> None:
     # Execute
     losses = [
         _val_mse(
-            fine_tune(
+            train_with_early_stopping(
                 start, X, y, X_val, y_val, task="regression", lr=0.05, max_epochs=k, patience=50
             ),
             X_val,
@@ -62,9 +62,11 @@ def test_the_starting_module_is_left_unchanged_and_runs_are_reproducible() -> No
     X, y = _regression(40, 2)
     start = nn.Sequential(nn.Linear(2, 1))
     before = _params(start)
-    a = fine_tune(start, X, y, X, y, task="regression", max_epochs=5, seed=3)
-    b = fine_tune(start, X, y, X, y, task="regression", max_epochs=5, seed=3)
-    c = fine_tune(start, X, y, X, y, task="regression", max_epochs=5, seed=4, batch_size=7)
+    a = train_with_early_stopping(start, X, y, X, y, task="regression", max_epochs=5, seed=3)
+    b = train_with_early_stopping(start, X, y, X, y, task="regression", max_epochs=5, seed=3)
+    c = train_with_early_stopping(
+        start, X, y, X, y, task="regression", max_epochs=5, seed=4, batch_size=7
+    )
     assert all(torch.equal(p, q) for p, q in zip(before, start.parameters(), strict=True))
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters(), strict=True))
@@ -80,13 +82,15 @@ def test_classification_keeps_the_start_when_training_only_hurts_validation() ->
     with torch.no_grad():
         for p in start.parameters():
             p.zero_()
-    tuned = fine_tune(start, X, y, X, 1 - y, task="classification", lr=0.05, patience=2)
+    tuned = train_with_early_stopping(
+        start, X, y, X, 1 - y, task="classification", lr=0.05, patience=2
+    )
     assert tuned is not start
     assert all(
         torch.equal(p, q) for p, q in zip(tuned.parameters(), start.parameters(), strict=True)
     )
     # With the right validation labels, the same run learns the rule.
-    learned = fine_tune(start, X, y, X, y, task="classification", lr=0.05)
+    learned = train_with_early_stopping(start, X, y, X, y, task="classification", lr=0.05)
     with torch.no_grad():
         accuracy = float((learned(X).argmax(1) == y).float().mean())
         loss = float(F.cross_entropy(learned(X), y))
@@ -106,5 +110,5 @@ def test_classification_keeps_the_start_when_training_only_hurts_validation() ->
 def test_bad_sizes_are_refused(rows: int, val_rows: int, kwargs: dict[str, int]) -> None:
     X, y = _regression(10, 6)
     with pytest.raises(ValueError):
-        fine_tune(nn.Sequential(nn.Linear(2, 1)), X[:rows], y[:rows], X[:val_rows],
+        train_with_early_stopping(nn.Sequential(nn.Linear(2, 1)), X[:rows], y[:rows], X[:val_rows],
                   y[:val_rows], task="regression", **kwargs)  # fmt: skip

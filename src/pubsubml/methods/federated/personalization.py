@@ -1,9 +1,8 @@
-"""Using a federation's global model at one site: predictions, and local fine-tuning.
+"""Personalizing a federation's global model at one site: local fine-tuning.
 
-:class:`GlobalModelMixin` gives every :class:`~pubsubml.methods.federated.rounds.FederatedMLP` its
-``predict``/``predict_proba``/``score``.  :func:`fine_tune` makes the personalized "(F)" baselines
-of pubsub-ml.txt §7.3 (FedAvg(F), FedProx(F), FedAdam(F)): a site trains the published global
-model further on its own data, without noise, since the result is never published.
+:func:`fine_tune` makes the personalized "(F)" baselines of pubsub-ml.txt §7.3 (FedAvg(F),
+FedProx(F), FedAdam(F)): a site trains the published global model further on its own data,
+without noise, since the result is never published.
 
 References
 ----------
@@ -14,12 +13,12 @@ pubsub-ml.txt §7.3 ("a site further finetunes the global model … in a non-pri
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-import numpy as np
 import pandas as pd
 import torch
 from sklearn.utils.validation import check_is_fitted
+from torch import Tensor
 
 from pubsubml.learners.base import check_labels, check_regression_targets
 from pubsubml.learners.dpsgd_base import centred, fold_input_center, unfold_input_center
@@ -29,51 +28,29 @@ from pubsubml.learners.dpsgd_tasks import (
     scale_targets,
     unfold_target_bounds,
 )
+from pubsubml.methods.federated.rounds import FederatedMLP
 from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, train_dp_stacked
 
-if TYPE_CHECKING:
-    from pubsubml.methods.federated.rounds import FederatedMLP
-    from pubsubml.schema import FeatureSchema
+__all__ = ["fine_tune"]
 
-__all__ = ["GlobalModelMixin", "fine_tune"]
-
-Model = TypeVar("Model", bound="FederatedMLP")
+Model = TypeVar("Model", bound=FederatedMLP)
 
 
-class GlobalModelMixin:
-    """Predictions of the fitted global model ``module_`` (inputs scaled by the public schema)."""
+def _site_training_data(
+    model: FederatedMLP, X: pd.DataFrame, y: Any
+) -> tuple[Tensor, Tensor, tuple[float, float] | None]:
+    """The site's inputs and targets as the global model was trained on them.
 
-    module_: torch.nn.Sequential
-    schema: FeatureSchema
-    task: str
-    classes_: np.ndarray
-
-    def _forward(self, X: pd.DataFrame) -> torch.Tensor:
-        check_is_fitted(self, "module_")
-        Z = torch.from_numpy(self.schema.encode(X, extra="ignore", missing="default"))
-        with torch.no_grad():
-            out: torch.Tensor = self.module_(Z)
-        return out
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        """Class probabilities of the global model, shape (n_samples, n_classes)."""
-        return torch.softmax(self._forward(X), dim=1).numpy().astype(np.float64)
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        """Labels (classification) or values (regression), shape (n_samples,)."""
-        if self.task == "classification":
-            proba = self.predict_proba(X)  # raises NotFittedError before classes_ is read
-            return np.asarray(self.classes_[proba.argmax(axis=1)])
-        return self._forward(X)[:, 0].numpy().astype(np.float64)
-
-    def score(self, X: pd.DataFrame, y: Any) -> float:
-        """Accuracy (classification) or R² (regression)."""
-        from sklearn.metrics import accuracy_score, r2_score
-
-        pred = self.predict(X)
-        return float(
-            accuracy_score(y, pred) if self.task == "classification" else r2_score(y, pred)
-        )
+    Inputs centred on the public encoding; labels coded by ``model.classes_``, or real targets
+    scaled by the public ``target_bounds`` (returned, ``None`` for a classifier).
+    """
+    Xt = centred(model.schema.encode(X, missing="default", extra="ignore"))
+    if model.task == "classification":
+        codes = check_labels(y, list(model.classes_), len(Xt))[1]
+        return Xt, torch.from_numpy(codes), None
+    bounds = check_target_bounds(getattr(model, "target_bounds", None))
+    yt = torch.from_numpy(scale_targets(check_regression_targets(y, len(Xt)), bounds))
+    return Xt, yt, bounds
 
 
 def fine_tune(
@@ -136,13 +113,7 @@ def fine_tune(
         private=False,
     )
     # trained centred (and on targets scaled by the public target_bounds), as the global model
-    Xt = centred(model.schema.encode(X, missing="default", extra="ignore"))
-    bounds = None
-    if model.task == "classification":
-        yt = torch.from_numpy(check_labels(y, list(model.classes_), len(Xt))[1])
-    else:
-        bounds = check_target_bounds(getattr(model, "target_bounds", None))
-        yt = torch.from_numpy(scale_targets(check_regression_targets(y, len(Xt)), bounds))
+    Xt, yt, bounds = _site_training_data(model, X, y)
     # a copy on centred inputs and scaled targets: model.module_ is not touched
     start = unfold_target_bounds(unfold_input_center(copy.deepcopy(model.module_)), bounds)
     stack = MLPStack.from_modules([start])

@@ -1,4 +1,4 @@
-"""Tests of pubsubml.methods.proxyfl.models: the private architectures of the evaluation."""
+"""Tests of pubsubml.methods.proxyfl.architectures: the private architectures of the evaluation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from pubsubml.methods.proxyfl.models import ARCHITECTURES, private_factory
+from pubsubml.methods.proxyfl.architectures import ARCHITECTURES, private_factory
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

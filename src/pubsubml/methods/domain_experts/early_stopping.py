@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from pubsubml.methods.domain_experts.gate import Task, mixture_loss
 
-__all__ = ["fine_tune"]
+__all__ = ["train_with_early_stopping"]
 
 
 def _loss(module: nn.Module, X: Tensor, y: Tensor, task: Task) -> Tensor:
@@ -26,7 +26,30 @@ def _loss(module: nn.Module, X: Tensor, y: Tensor, task: Task) -> Tensor:
     return mixture_loss(pred, y, task).mean()
 
 
-def fine_tune(
+def _validation_loss(module: nn.Module, X_val: Tensor, y_val: Tensor, task: Task) -> float:
+    with torch.no_grad():
+        return float(_loss(module, X_val, y_val, task))
+
+
+def _train_one_epoch(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    X: Tensor,
+    y: Tensor,
+    task: Task,
+    batch_size: int,
+    gen: torch.Generator,
+) -> None:
+    """One pass over (X, y) in shuffled minibatches of ``batch_size``."""
+    order = torch.randperm(len(X), generator=gen)
+    for start in range(0, len(X), batch_size):
+        rows = order[start : start + batch_size]
+        opt.zero_grad()
+        _loss(model, X[rows], y[rows], task).backward()
+        opt.step()
+
+
+def train_with_early_stopping(
     module: nn.Module,
     X: Tensor,
     y: Tensor,
@@ -80,7 +103,7 @@ def fine_tune(
     >>> X = torch.rand(40, 2); y = X @ torch.tensor([2.0, -1.0])
     >>> start = nn.Linear(2, 1)
     >>> before = float(((start(X)[:, 0] - y) ** 2).mean().detach())
-    >>> m = fine_tune(start, X, y, X, y, task="regression", max_epochs=50)
+    >>> m = train_with_early_stopping(start, X, y, X, y, task="regression", max_epochs=50)
     >>> float(((m(X)[:, 0] - y) ** 2).mean().detach()) < before
     True
     """
@@ -90,20 +113,13 @@ def fine_tune(
         raise ValueError("max_epochs, batch_size and patience must be >= 1")
     model = copy.deepcopy(module)
     best = copy.deepcopy(model.state_dict())
-    with torch.no_grad():
-        best_loss = float(_loss(model, X_val, y_val, task))
+    best_loss = _validation_loss(model, X_val, y_val, task)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     stale = 0
     for _ in range(max_epochs):
-        order = torch.randperm(len(X), generator=gen)
-        for start in range(0, len(X), batch_size):
-            rows = order[start : start + batch_size]
-            opt.zero_grad()
-            _loss(model, X[rows], y[rows], task).backward()
-            opt.step()
-        with torch.no_grad():
-            val = float(_loss(model, X_val, y_val, task))
+        _train_one_epoch(model, opt, X, y, task, batch_size, gen)
+        val = _validation_loss(model, X_val, y_val, task)
         if val < best_loss:
             best_loss, best, stale = val, copy.deepcopy(model.state_dict()), 0
         else:

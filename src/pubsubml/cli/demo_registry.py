@@ -31,7 +31,7 @@ def embedded_registry(root: Path, admin_token: str, *, allow_seeded_noise: bool)
     import uvicorn
 
     from pubsubml.registry.app import create_app
-    from pubsubml.registry.database import Database
+    from pubsubml.registry.infrastructure.database import Database
     from pubsubml.registry.migrate import check_schema, upgrade
     from pubsubml.registry.settings import RegistrySettings
 

@@ -41,9 +41,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import log_loss, roc_auc_score
 
 from pubsubml.experiments.pubsub.consortium import FL_METHODS, LEARNERS
+from pubsubml.learners.catalog import create_learner
 from pubsubml.learners.dpsgd_defaults import dp_sgd_defaults
 from pubsubml.learners.mlp import DPMLPClassifier
-from pubsubml.learners.catalog import create_learner
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
 from pubsubml.methods.pubsub.own_crossfit import CrossFitStore

@@ -25,8 +25,8 @@ from pubsubml.experiments.pubsub.consortium import (
     Scenario,
     SimSite,
 )
-from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
 from pubsubml.learners.catalog import create_learner
+from pubsubml.learners.mlp import DPMLPClassifier, DPMLPRegressor, fit_many
 from pubsubml.methods.pubsub.own import OwnLearner, OwnModel
 from pubsubml.methods.pubsub.own_crossfit import CrossFitStore
 from pubsubml.schema import FeatureSchema

@@ -16,7 +16,7 @@ from conftest import one_torch_thread
 from pubsubml.artifacts import export_model, generate_signing_key, key_id
 from pubsubml.data import hyperplane
 from pubsubml.data.synthetic import hyperplane_schema
-from pubsubml.learners.registry import get_learner_spec
+from pubsubml.learners.catalog import get_learner_spec
 from pubsubml.methods.pubsub.customizer import Customizer
 from pubsubml.methods.pubsub.storage import (
     MANIFEST_FILE,

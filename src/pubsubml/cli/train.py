@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -190,11 +191,6 @@ def train_command(
     others too, at their public defaults, and says so); the card printed at the end holds σ, the
     steps and ε by the PLD and RDP accountants.
     """
-    from pubsubml.errors import PrivacyBudgetExceededError, PubsubmlError
-    from pubsubml.privacy.ledger import PrivacyLedger, Release
-    from pubsubml.privacy.ledger_file import LedgerFile
-    from pubsubml.sites import Site
-
     if task not in ("classification", "regression"):
         raise _fail(f"--task must be classification or regression, got {task!r}", 2)
     if learner not in accepted_learners(task):
@@ -219,11 +215,66 @@ def train_command(
     _check_out(out)
     if not ledger.exists() and (site is None or budget is None):
         raise _fail(f"{ledger} does not exist: pass --site and --budget to create it", 2)
-    signing_key = load_key(key)
-    X, y = frame[report.columns], _labels(labels, params["classes"])
+    run = _TrainingRun(
+        model=model,
+        X=frame[report.columns],
+        y=_labels(labels, params["classes"]),
+        schema=params["schema"],
+        signing_key=load_key(key),
+        notes=list(report.notes),
+        description=f"training {learner} on {len(frame)} rows",
+    )
+    card, book = _charge_and_release(
+        run,
+        ledger,
+        out,
+        site=site,
+        budget=budget,
+        delta=delta,
+        registry=registry,
+        token=token,
+        quiet=quiet,
+    )
+    _print_card(card, book)
+
+
+@dataclass(frozen=True)
+class _TrainingRun:
+    """A checked learner with its rows, ready to be planned, charged, trained and released."""
+
+    model: Any
+    X: Any
+    y: Any
+    schema: Any
+    signing_key: Any
+    notes: list[str]
+    description: str
+
+
+def _charge_and_release(
+    run: _TrainingRun,
+    ledger: Path,
+    out: Path,
+    *,
+    site: str | None,
+    budget: float | None,
+    delta: float,
+    registry: str | None,
+    token: str | None,
+    quiet: bool,
+) -> tuple[Any, Any]:
+    """Under the ledger file's lock: refuse a release over budget, train, charge, then write.
+
+    Returns the artifact's card and the ledger as charged.  Nothing is trained, charged or
+    written when a check fails (the ledger is saved by ``Site.release_to`` before the artifact).
+    """
+    from pubsubml.errors import PrivacyBudgetExceededError, PubsubmlError
+    from pubsubml.privacy.ledger import PrivacyLedger
+    from pubsubml.privacy.ledger_file import LedgerFile
+    from pubsubml.sites import Site
 
     def new_ledger() -> PrivacyLedger:
-        if site is None or budget is None:  # the file went away since the check above
+        if site is None or budget is None:  # the file went away since the caller's check
             raise _fail(f"{ledger} does not exist: pass --site and --budget to create it", 2)
         return PrivacyLedger(site=site, epsilon_budget=budget, delta=delta)
 
@@ -233,32 +284,39 @@ def train_command(
             if site is not None and site != book.site:
                 raise _fail(f"{ledger} is the ledger of site {book.site!r}, not {site!r}")
             if registry is not None:
-                _check_registered_key(registry, token, book.site, signing_key)
-            planned = Release(
-                release_id=f"planned-{uuid.uuid4().hex}",
-                events=tuple(model.planned_privacy_events(len(X), X.shape[1])),
-            )
-            would = book.epsilon_if_charged(planned)
-            if would > book.epsilon_budget:
-                left = max(book.epsilon_budget - book.spent_epsilon(), 0.0)
-                raise _fail(
-                    f"training would bring site {book.site!r} to ε={would:.6g} at δ={book.delta:g},"
-                    f" above its budget ε={book.epsilon_budget:g} (remaining ε {left:.6g}); "
-                    "nothing was trained, charged or written"
-                )
-            for line in report.notes:  # every check passed: what training will do to the data
+                _check_registered_key(registry, token, book.site, run.signing_key)
+            _check_budget(book, run)
+            for line in run.notes:  # every check passed: what training will do to the data
                 err_console.print(f"note: {line}", soft_wrap=True)
-            with steps(enabled=not quiet) as run:
-                with run.step(f"training {learner} on {len(frame)} rows"):
-                    model.fit(X, y)
-                with run.step(f"charging {ledger}, then writing {out}"):
-                    the_site = Site(book.site, params["schema"], book, signing_key=signing_key)
-                    artifact = the_site.release_to(model, out, persist=book_file.save)
+            with steps(enabled=not quiet) as progress:
+                with progress.step(run.description):
+                    run.model.fit(run.X, run.y)
+                with progress.step(f"charging {ledger}, then writing {out}"):
+                    the_site = Site(book.site, run.schema, book, signing_key=run.signing_key)
+                    artifact = the_site.release_to(run.model, out, persist=book_file.save)
     except PrivacyBudgetExceededError as exc:
         raise _fail(str(exc)) from None
     except (PubsubmlError, ValueError) as exc:
         raise _fail(str(exc).splitlines()[0]) from None
-    _print_card(artifact.card, book)
+    return artifact.card, book
+
+
+def _check_budget(book: Any, run: _TrainingRun) -> None:
+    """Refuse, before training, a release whose planned events would exceed the site's budget."""
+    from pubsubml.privacy.ledger import Release
+
+    planned = Release(
+        release_id=f"planned-{uuid.uuid4().hex}",
+        events=tuple(run.model.planned_privacy_events(len(run.X), run.X.shape[1])),
+    )
+    would = book.epsilon_if_charged(planned)
+    if would > book.epsilon_budget:
+        left = max(book.epsilon_budget - book.spent_epsilon(), 0.0)
+        raise _fail(
+            f"training would bring site {book.site!r} to ε={would:.6g} at δ={book.delta:g},"
+            f" above its budget ε={book.epsilon_budget:g} (remaining ε {left:.6g}); "
+            "nothing was trained, charged or written"
+        )
 
 
 def _print_card(card: Any, book: Any) -> None:

@@ -16,10 +16,7 @@ from pubsubml.lazy import attach
 if TYPE_CHECKING:
     from pubsubml.artifacts.card import MLPArchitecture, ModelCard, derive_model_id
     from pubsubml.artifacts.export import Artifact, export_model, load_artifact, make_artifact
-    from pubsubml.artifacts.privacy_record import (
-        PrivacyRecord,
-        check_privacy_record,
-    )
+    from pubsubml.artifacts.privacy_record import PrivacyRecord, check_privacy_record
     from pubsubml.artifacts.published import PublishedModel, predict_many
     from pubsubml.artifacts.signing import (
         generate_signing_key,

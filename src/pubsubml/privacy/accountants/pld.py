@@ -10,8 +10,7 @@ conservative bound).
 
 References
 ----------
-pubsub-ml.txt §3.1 (Definition 1); Koskela, Jälkö & Honkela, "Computing tight differential
-privacy guarantees using FFT", AISTATS 2020; dp-accounting's ``pld`` package.
+pubsub-ml.txt §3.1 (Definition 1); dp-accounting's ``pld`` package (``PLDAccountant``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ No tighter (ε, δ) accountant applies at δ = 0.
 References
 ----------
 pubsub-ml.txt §3.1 (Definition 1 at δ = 0); Dwork & Roth, "The algorithmic foundations of
-differential privacy", 2014, Theorem 3.14 (basic composition).
+differential privacy", 2014 (basic composition).
 """
 
 from __future__ import annotations

@@ -126,16 +126,14 @@ def train_dp_stacked(
     """Train the ``S`` MLPs of ``stack`` in place, each on its own data, in one batched computation.
 
     Site ``s`` trains on ``(Xs[s], ys[s])`` with ``configs[s]`` and draws from ``noise[s]`` (and,
-    without privacy, ``generators[s]``) exactly what :func:`train_dp` draws, so its model does not
-    depend on the other sites.  Sites
-    may differ in size, sample rate, steps, σ, C and learning rate; a site that has run its steps
-    stops (no draws, no update) while the others go on.
+    without privacy, ``generators[s]``) exactly what :func:`~pubsubml.privacy.dpsgd.generic.train_dp`
+    draws, so its model does not depend on the other sites.  Sites may differ in size, sample
+    rate, steps, σ, C and learning rate; a site that has run its steps stops while the others go on.
 
     Parameters
     ----------
     stack : MLPStack
-    Xs : sequence of S Tensor of shape (n_s, n_inputs)
-    ys : sequence of S Tensor of shape (n_s,)
+    Xs, ys : sequences of S Tensor of shapes (n_s, n_inputs) and (n_s,)
     configs : DPSGDConfig or sequence of S DPSGDConfig
         All with the same ``optimizer`` and ``private``.
     generators : sequence of S torch.Generator
@@ -146,22 +144,21 @@ def train_dp_stacked(
         ``grad_hook(params, grad)`` runs at every step between forming the step's gradient
         (clipped, noised and divided by the expected batch when private) and the optimizer
         step, on the flat (S, P) parameters (:attr:`MLPStack.flat`) and gradient; it edits
-        ``grad`` in place, e.g. adds FedProx's proximal term μ(w − w_global).
+        ``grad`` in place, e.g. adds FedProx's proximal term μ(w − w_global).  It must not read
+        the data: what it adds after the noise is then post-processing of the DP release and
+        costs no privacy (pubsub-ml.txt §3.1, Theorem 2).
     canary_gradients : sequence of S (Tensor of shape (m_s, P) or None), optional
-        For privacy auditing (:mod:`pubsubml.audit`): ``m_s`` extra records of site ``s`` given
-        by their per-sample gradients (laid out as :attr:`MLPStack.flat`) instead of by data,
-        e.g. Dirac canaries.  They are records like any other: they count in ``n`` (sample
-        rate, expected batch), are Poisson-sampled at every step (after the data rows, from the
-        same source) and clipped to C before the noise.  Private runs only.
+        ``m_s`` audit records of site ``s`` given by their per-sample gradients (laid out as
+        :attr:`MLPStack.flat`), records like any other (:mod:`pubsubml.privacy.dpsgd.canaries`).
+        Private runs only.
     noise : sequence of S NoiseSource, optional
-        Where each site's Poisson draws and Gaussian noise come from
-        (:class:`~pubsubml.privacy.noise.SecureNoise` for a model that may be released).  Default:
-        :class:`~pubsubml.privacy.noise.SeededNoise` over ``generators``, reproducible, for
+        Each site's Poisson draws and Gaussian noise (:class:`~pubsubml.privacy.noise.SecureNoise`
+        for a model that may be released); default ``SeededNoise`` over ``generators``, for
         simulations only.  :attr:`TrainResult.noise` reports which kind ran.
 
     Returns
     -------
-    list of S TrainResult, each holding its trained site model as an ``nn.Sequential``.
+    list of S TrainResult, each holding its site's trained ``nn.Sequential``.
 
     Raises
     ------
@@ -170,17 +167,11 @@ def train_dp_stacked(
     DataValidationError
         A site whose ``X`` and ``y`` disagree or that has no rows.
 
-    Notes
-    -----
-    ``grad_hook`` must not read the data: what it adds after the noise is then post-processing
-    of the DP release and costs no privacy (pubsub-ml.txt §3.1, Theorem 2).
-
     Examples
     --------
     >>> gens = [torch.Generator().manual_seed(s) for s in range(2)]
     >>> stack = MLPStack.init((3, 8, 2), "tanh", gens)
-    >>> Xs, ys = [torch.rand(20, 3), torch.rand(30, 3)], [torch.zeros(20, dtype=torch.long)] * 2
-    >>> ys[1] = torch.ones(30, dtype=torch.long)
+    >>> Xs, ys = [torch.rand(20, 3), torch.rand(30, 3)], [torch.zeros(20).long(), torch.ones(30).long()]
     >>> res = train_dp_stacked(stack, Xs, ys, configs=DPSGDConfig(batch_size=5, epochs=2), generators=gens)
     >>> [(r.steps, r.sample_rate) for r in res]
     [(8, 0.25), (12, 0.16666666666666666)]
@@ -188,21 +179,28 @@ def train_dp_stacked(
     cfgs, sources = _site_settings(stack.n_sites, configs, Xs, ys, generators, noise)
     X_pad, y_pad, ns = _pad(Xs, ys)
     canaries = check_canaries(canary_gradients, stack, cfgs[0].private)
-    totals = [n + (0 if c is None else c.shape[0]) for n, c in zip(ns, canaries, strict=True)]
-    qs = [c.sample_rate_for(n) for c, n in zip(cfgs, totals, strict=True)]
-    steps = [c.steps_for(n) for c, n in zip(cfgs, totals, strict=True)]
+    qs, steps = _rates_and_steps(cfgs, ns, canaries)
     opt = _StackedOptimizer([stack.flat], cfgs[0].optimizer, torch.tensor([c.lr for c in cfgs]))
     lossf = _loss(loss)
-    if cfgs[0].private:
-        with_canaries = canaries if any(c is not None for c in canaries) else None
-        sizes = _run_private(
-            stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, sources, lossf, grad_hook, with_canaries
-        )
-    else:
+    if not cfgs[0].private:
         sizes = _run_minibatch(
             stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, generators, lossf, grad_hook
         )
+        return _results(stack, cfgs, qs, steps, sizes, sources)
+    sizes = _run_private(
+        stack, opt, X_pad, y_pad, ns, qs, steps, cfgs, sources, lossf, grad_hook, canaries
+    )
     return _results(stack, cfgs, qs, steps, sizes, sources)
+
+
+def _rates_and_steps(
+    cfgs: Sequence[DPSGDConfig], ns: Sequence[int], canaries: Sequence[Tensor | None]
+) -> tuple[list[float], list[int]]:
+    """Each site's sample rate and step count, its canaries counted among its records."""
+    totals = [n + (0 if c is None else c.shape[0]) for n, c in zip(ns, canaries, strict=True)]
+    qs = [c.sample_rate_for(n) for c, n in zip(cfgs, totals, strict=True)]
+    steps = [c.steps_for(n) for c, n in zip(cfgs, totals, strict=True)]
+    return qs, steps
 
 
 def _site_settings(
@@ -272,6 +270,7 @@ def _run_private(
     grad_hook: GradHook | None = None,
     canaries: list[Tensor | None] | None = None,
 ) -> Tensor:
+    """The private steps of every site (Poisson sampling, clipping, noise); the batch sizes."""
     S, scratch = len(ns), _Scratch()
     q = torch.tensor(qs, dtype=torch.float32)
     clip = torch.tensor([c.max_grad_norm for c in cfgs], dtype=torch.float32)
@@ -282,7 +281,8 @@ def _run_private(
     ]
     expected = q * torch.tensor(records, dtype=torch.float32)  # canaries are records too
     chosen = torch.zeros(S, X_pad.shape[1], dtype=torch.bool)  # padding stays False
-    batch_canaries = None if canaries is None else CanaryGradients(canaries, clip)
+    audited = canaries is not None and any(c is not None for c in canaries)
+    batch_canaries = CanaryGradients(canaries, clip) if canaries and audited else None
     noise, grad = torch.empty_like(stack.flat), torch.empty_like(stack.flat)
     sites, steps_t = torch.arange(S).unsqueeze(1), torch.tensor(steps)
     sizes = torch.zeros(max(steps), S, dtype=torch.long)
@@ -321,6 +321,7 @@ def _run_minibatch(
     loss: Loss,
     grad_hook: GradHook | None = None,
 ) -> Tensor:
+    """The non-private epochs of every site (shuffled minibatches); the batch sizes."""
     S, n_max, scratch = len(ns), X_pad.shape[1], _Scratch()
     batch = torch.tensor([c.batch_size for c in cfgs]).unsqueeze(1)
     n_batches = torch.tensor([math.ceil(n / c.batch_size) for n, c in zip(ns, cfgs, strict=True)])

@@ -88,8 +88,7 @@ class Subscription:
     target : ndarray
         ``y`` as labels (classification) or floats (regression).
     trusted_keys : dict of str to Ed25519PublicKey
-        The keys every model was verified with (for :func:`~pubsubml.methods.pubsub.storage.
-        save_customizer`).
+        The keys every model was verified with (what ``save_customizer`` records).
     """
 
     task: str

@@ -1,7 +1,7 @@
 """Result files of the experiments: mean ± standard error, Markdown tables, CSV + MD + PNG.
 
-One reduction (:func:`summarize`, pandas' ``groupby(...).sem()``; :func:`mean_se` is the same for
-one group of values), one Markdown renderer
+One reduction (:func:`summarize`, mean and ``std(ddof=1) / sqrt(n)`` per group; :func:`mean_se` is
+the same for one group of values), one Markdown renderer
 (:func:`markdown_table`) and one writer (:func:`write_results`) serve every experiment, so that every
 ``docs/results/NAME.{csv,md,png}`` has the same shape: the raw records, a summary table with notes,
 and a figure.
@@ -47,8 +47,8 @@ def summarize(
 ) -> pd.DataFrame:
     """Mean and standard error of ``value`` per group of ``by``, over all seeds and folds.
 
-    The one mean ± SE of the experiments and the demo.  The standard error is pandas' ``sem``
-    (``std(ddof=1) / sqrt(n)``) with ``n`` the number of measurements in the group.  One
+    The one mean ± SE of the experiments and the demo: NumPy's mean and ``std(ddof=1) / sqrt(n)``
+    of each group, ``n`` the number of measurements in it.  One
     measurement has no spread to estimate: where ``n == 1`` the SE is ``single_se``, 0 by default
     (the result tables, whose ``n`` column shows it); ``math.nan`` prints it as not estimated (the
     demo's tables).  Groups keep the order in which they first appear; missing values of ``value``
@@ -87,12 +87,24 @@ def summarize(
         raise KeyError(f"columns not in the table: {missing}")
     values = df[value].astype(float)
     grouped = values.groupby([df[c] for c in by], sort=False, dropna=False)
-    out = grouped.agg(["mean", "sem", "count"]).reset_index()
-    out = out.rename(columns={"sem": "se", "count": "n"})
+    out = grouped.agg(["count"]).reset_index().rename(columns={"count": "n"})
+    out["mean"] = grouped.agg(_mean).to_numpy(dtype=float)
+    out["se"] = grouped.agg(_standard_error).to_numpy(dtype=float)
     out["se"] = out["se"].where(out["n"] > 1, single_se).astype(float)
-    out["mean"] = out["mean"].astype(float)
     out["n"] = out["n"].astype(int)
     return out[[*by, "mean", "se", "n"]]
+
+
+def _mean(values: pd.Series) -> float:
+    """NumPy's mean of the non-missing ``values`` (NaN when there are none)."""
+    v = values.dropna().to_numpy(dtype=float)
+    return float(np.mean(v)) if len(v) else math.nan
+
+
+def _standard_error(values: pd.Series) -> float:
+    """``std(ddof=1) / sqrt(n)`` of the non-missing ``values`` (NaN when ``n < 2``)."""
+    v = values.dropna().to_numpy(dtype=float)
+    return float(np.std(v, ddof=1) / np.sqrt(len(v))) if len(v) > 1 else math.nan
 
 
 def mean_se(values: Any, *, single_se: float = 0.0) -> tuple[float, float, int]:

@@ -17,6 +17,7 @@ from pubsubml.experiments.stacking.figures import (
     binned_plot,
     dp_bars,
     importance_matrix,
+    mean_se_by,
     per_seed,
     summary_table,
 )
@@ -111,3 +112,13 @@ def test_dp_bars_hide_the_panel_without_dp_public_models() -> None:
     heights = [p.get_height() for p in bars.patches]
     assert heights == pytest.approx([0.1])  # one kind, one variant: the mean gain over seeds
     plt.close(fig)
+
+
+def test_mean_se_by_is_summarize_sorted_by_group_without_missing_groups() -> None:
+    frame = pd.DataFrame({"p": [0.5, 0.1, 0.5, np.nan, 0.1], "gain": [1.0, 2.0, 3.0, 9.0, 4.0]})
+    out = mean_se_by(frame, "p", "gain")
+    assert list(out.index) == [0.1, 0.5]
+    assert out["mean"].tolist() == [3.0, 2.0] and out["n"].tolist() == [2, 2]
+    assert out.loc[0.5, "se"] == pytest.approx(np.std([1.0, 3.0], ddof=1) / np.sqrt(2))
+    one = mean_se_by(frame.iloc[:2], "p", "gain")
+    assert one["se"].tolist() == [0.0, 0.0]  # a single seed: SE 0, as in the result tables

@@ -200,13 +200,13 @@ def audit_dp_fedavg(
         releases=releases,
         q=q,
         sigma=sigma,
+        details=run_details(
+            "central", rounds, q, sigma, real_clients * rows_per_client, counted="rounds"
+        ),
         canary="client",
         included=included,
         confidence=confidence,
         start=start,
-        details=run_details(
-            "central", rounds, q, sigma, real_clients * rows_per_client, counted="rounds"
-        ),
     )
 
 

@@ -17,13 +17,9 @@ def _numeric(name: str, lower: float, upper: float, default: float, description:
     return Feature(name=name, lower=lower, upper=upper, default=default, description=description)
 
 
-def _categorical(name: str, categories: tuple[int, ...], default: int, description: str) -> Feature:
+def _categorical(name: str, codes: tuple[int, ...], default: int, doc: str) -> Feature:
     return Feature(
-        name=name,
-        kind="categorical",
-        categories=categories,
-        default=default,
-        description=description,
+        name=name, kind="categorical", categories=codes, default=default, description=doc
     )
 
 

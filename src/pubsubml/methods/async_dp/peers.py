@@ -139,8 +139,7 @@ def run_async_dp_processes(
         deadline = time.monotonic() + timeout_s
         learner_cfg = _learner_config(
             workdir,
-            n_owners=len(parts),
-            n_features=int(parts[0][0].shape[1]),
+            parts,
             horizon=horizon,
             reg=reg,
             theta_max=theta_max,
@@ -172,9 +171,8 @@ def run_async_dp_processes(
 
 def _learner_config(
     workdir: Path,
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
     *,
-    n_owners: int,
-    n_features: int,
     horizon: int,
     reg: float,
     theta_max: float,
@@ -186,8 +184,8 @@ def _learner_config(
 ) -> dict[str, Any]:
     """The learner process's settings, with the paths of its audit, result and port files."""
     return {
-        "n_owners": n_owners,
-        "n_features": n_features,
+        "n_owners": len(parts),
+        "n_features": int(parts[0][0].shape[1]),
         "horizon": horizon,
         "reg": reg,
         "theta_max": theta_max,

@@ -249,11 +249,13 @@ def dp_server_app(
         chosen = _strategy(strategy, n_clients, client_fraction, proximal_mu, server_lr, central_dp)
         init = init_mlp(config.layer_sizes, config.activation, torch.Generator().manual_seed(seed))
         initial = params_to_record([p.detach().numpy() for p in init.parameters()])
-        train_config = (
-            ConfigRecord({"proximal-mu": float(proximal_mu)}) if strategy == "fedprox" else None
-        )
         outcome.history, outcome.round_seconds = _run_rounds(
-            chosen, grid, initial, rounds=rounds, timeout=timeout, train_config=train_config
+            chosen,
+            grid,
+            initial,
+            rounds=rounds,
+            timeout=timeout,
+            proximal_mu=float(proximal_mu) if strategy == "fedprox" else None,
         )
         outcome.sites = _query_sites(grid, config, timeout)
         spent = getattr(chosen, "privacy_spent", lambda: None)()
@@ -283,9 +285,10 @@ def _run_rounds(
     *,
     rounds: int,
     timeout: float,
-    train_config: ConfigRecord | None,
+    proximal_mu: float | None,
 ) -> tuple[Any, list[float]]:
-    """Flower's strategy over the grid; its result and the seconds each round took."""
+    """Flower's strategy over the grid (sending FedProx's μ when given); its result and the
+    seconds each round took."""
     stamps: list[float] = []
 
     def clock(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
@@ -296,8 +299,8 @@ def _run_rounds(
         grid=grid,
         initial_arrays=initial,
         num_rounds=rounds,
+        train_config=None if proximal_mu is None else ConfigRecord({"proximal-mu": proximal_mu}),
         timeout=timeout,
-        train_config=train_config,
         evaluate_fn=clock,
     )
     return history, np.diff(stamps).tolist()

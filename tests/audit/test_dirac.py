@@ -18,11 +18,17 @@ from pubsubml.audit.dirac import (
     check_count,
     dirac_coordinates,
     dirac_rows,
+    dirac_task,
+    gaussian_claim,
+    mlp_parameter_count,
     one_run_result,
     padded_rows,
     real_rows,
+    run_details,
 )
-from pubsubml.audit.guesses import dirac_scores, one_run_bound
+from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
+from pubsubml.privacy.accountants import compute_epsilon
+from pubsubml.privacy.events import DPEvent
 
 
 def test_real_rows_are_a_seeded_binary_task() -> None:
@@ -161,3 +167,35 @@ def test_check_count_accepts_integers_from_the_minimum() -> None:
 
 def test_check_count_accepts_numpy_integers() -> None:
     check_count("canaries", np.int64(4), 1)
+
+
+def test_a_dirac_task_draws_the_rows_then_the_coins_as_the_audits_did() -> None:
+    task = dirac_task((30, 12), 9, 4, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    width = REAL_FEATURES + math.ceil(9 / 4)
+    first, second = padded_rows(30, width, rng), padded_rows(12, width, rng)
+
+    assert task.width == width and [len(X) for X, _ in task.splits] == [30, 12]
+    torch.testing.assert_close(task.splits[0][0], first[0])
+    torch.testing.assert_close(task.splits[1][1], second[1])
+    np.testing.assert_array_equal(task.included, draw_inclusion(9, rng))
+    torch.testing.assert_close(task.coords, dirac_coordinates(9, 4, width))
+    torch.testing.assert_close(
+        task.gradients(80, 2.0), dirac_rows(task.coords, task.included, 80, 2.0)
+    )
+
+
+def test_claims_details_and_parameter_counts() -> None:
+    event = DPEvent(
+        mechanism="subsampled_gaussian", noise_multiplier=1.1, sample_rate=0.05, count=40
+    )
+    assert gaussian_claim(1.1, 0.05, 40, 1e-5) == compute_epsilon([event], 1e-5)
+    assert mlp_parameter_count((3, 4, 2)) == 3 * 4 + 4 + 4 * 2 + 2
+    assert run_details("central", 7, 0.1, 1.5, 20, counted="rounds", guarantee="x") == {
+        "path": "central",
+        "rounds": 7,
+        "sample_rate": 0.1,
+        "noise_multiplier": 1.5,
+        "rows": 20,
+        "guarantee": "x",
+    }

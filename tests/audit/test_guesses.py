@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from pubsubml.audit.guesses import dirac_scores, draw_inclusion, many_run_bound, one_run_bound
+from pubsubml.audit.guesses import (
+    dirac_scores,
+    draw_inclusion,
+    many_run_bound,
+    many_run_result,
+    one_run_bound,
+)
 
 
 def test_one_run_bound_grows_with_the_separation_of_the_scores() -> None:
@@ -53,3 +61,29 @@ def test_dirac_scores_rank_a_sampled_canary_above_pure_noise() -> None:
     assert scores[0] > scores[1]
     with pytest.raises(ValueError, match="sigma"):
         dirac_scores(noise, q=0.5, sigma=0.0)
+
+
+def test_a_many_run_result_reports_its_test_and_threshold() -> None:
+    rng = np.random.default_rng(0)
+    test = many_run_bound(rng.normal(0, 1, 400), rng.normal(4, 1, 400))
+
+    result = many_run_result(
+        "t",
+        "correct",
+        test,
+        claimed_epsilon=2.0,
+        delta=0.0,
+        confidence=0.95,
+        canary="record",
+        runs=400,
+        start=time.perf_counter(),
+        details={"n_records": 5},
+    )
+
+    assert result.method == "many-run" and result.canaries == 400
+    assert (result.lower_bound, result.guesses, result.correct) == (
+        test.lower_bound,
+        test.scored,
+        test.correct,
+    )
+    assert result.details == {"n_records": 5, "threshold": test.threshold}

@@ -188,6 +188,77 @@ def _classes_of(estimator: Any) -> list[Label] | None:
     return list(values)
 
 
+def _weights_format(
+    format: Format, mlp: tuple[Layers, str] | None
+) -> Literal["onnx", "safetensors"]:
+    """The format the weights are written in (safetensors only for a fully connected network)."""
+    if format == "safetensors" and mlp is None:
+        raise ValueError("safetensors stores fully connected networks only; use format='onnx'")
+    if format == "safetensors" or (
+        format == "auto" and mlp is not None and PREFER_SAFETENSORS_FOR_MLP
+    ):
+        return "safetensors"
+    return "onnx"
+
+
+def _weights(
+    fitted: Any,
+    module: Any,
+    mlp: tuple[Layers, str] | None,
+    *,
+    n_in: int,
+    classes: list[Label] | None,
+    fmt: Literal["onnx", "safetensors"],
+) -> tuple[bytes, MLPArchitecture | None]:
+    """The weights of a fully connected network, another torch network or a scikit-learn model,
+    and a fully connected network's architecture."""
+    if mlp is not None:
+        return _mlp_weights(*mlp, n_in=n_in, classes=classes, fmt=fmt)
+    if module is not None:
+        return torch_to_onnx(module, n_in, softmax=classes is not None), None
+    return _sklearn_weights(_sklearn_model(fitted), n_in, classes), None
+
+
+def _mlp_weights(
+    layers: Layers,
+    activation: str,
+    *,
+    n_in: int,
+    classes: list[Label] | None,
+    fmt: Literal["onnx", "safetensors"],
+) -> tuple[bytes, MLPArchitecture]:
+    """A fully connected network's weights in ``fmt``, and its architecture for the card."""
+    if layers[0][0].shape[1] != n_in:
+        raise ValueError(
+            f"the network takes {layers[0][0].shape[1]} inputs, the schema encodes {n_in}"
+        )
+    sizes = [int(layers[0][0].shape[1])] + [int(w.shape[0]) for w, _ in layers]
+    architecture = MLPArchitecture(
+        layer_sizes=sizes,
+        activation=activation,  # type: ignore[arg-type]
+        output_activation="identity" if classes is None else "softmax",
+    )
+    encoders: dict[str, Callable[[], bytes]] = {
+        "safetensors": lambda: mlp_to_safetensors(layers),
+        "onnx": lambda: mlp_to_onnx(
+            layers, activation=activation, output_activation=architecture.output_activation
+        ),
+    }
+    return encoders[fmt](), architecture
+
+
+def _sklearn_weights(model: Any, n_in: int, classes: list[Label] | None) -> bytes:
+    """A scikit-learn model's ONNX graph, its probabilities in the declared classes' order."""
+    if getattr(model, "n_features_in_", n_in) != n_in:
+        raise ValueError(
+            f"the model takes {model.n_features_in_} inputs, the schema encodes {n_in}"
+        )
+    positions = None if classes is None else _output_positions(model, classes)
+    return sklearn_to_onnx(
+        model, n_in, output_positions=positions, n_outputs=len(classes or [None])
+    )
+
+
 def export_model(
     estimator: Any,
     *,
@@ -248,46 +319,8 @@ def export_model(
     n_in = resolved.n_encoded
     module = getattr(fitted, "module_", None)
     mlp = _mlp_layers(module) if module is not None else None
-    if format == "safetensors" and mlp is None:
-        raise ValueError("safetensors stores fully connected networks only; use format='onnx'")
-    fmt: Literal["onnx", "safetensors"] = (
-        "safetensors"
-        if format == "safetensors"
-        or (format == "auto" and mlp is not None and PREFER_SAFETENSORS_FOR_MLP)
-        else "onnx"
-    )
-    architecture = None
-    if mlp is not None:
-        layers, activation = mlp
-        if layers[0][0].shape[1] != n_in:
-            raise ValueError(
-                f"the network takes {layers[0][0].shape[1]} inputs, the schema encodes {n_in}"
-            )
-        sizes = [int(layers[0][0].shape[1])] + [int(w.shape[0]) for w, _ in layers]
-        architecture = MLPArchitecture(
-            layer_sizes=sizes,
-            activation=activation,  # type: ignore[arg-type]
-            output_activation="identity" if classes is None else "softmax",
-        )
-        encoders: dict[str, Callable[[], bytes]] = {
-            "safetensors": lambda: mlp_to_safetensors(layers),
-            "onnx": lambda: mlp_to_onnx(
-                layers, activation=activation, output_activation=architecture.output_activation
-            ),
-        }
-        weights = encoders[fmt]()
-    elif module is not None:
-        weights = torch_to_onnx(module, n_in, softmax=classes is not None)
-    else:
-        model = _sklearn_model(fitted)
-        if getattr(model, "n_features_in_", n_in) != n_in:
-            raise ValueError(
-                f"the model takes {model.n_features_in_} inputs, the schema encodes {n_in}"
-            )
-        positions = None if classes is None else _output_positions(model, classes)
-        weights = sklearn_to_onnx(
-            model, n_in, output_positions=positions, n_outputs=len(classes or [None])
-        )
+    fmt = _weights_format(format, mlp)
+    weights, architecture = _weights(fitted, module, mlp, n_in=n_in, classes=classes, fmt=fmt)
     artifact = make_artifact(
         weights,
         format=fmt,

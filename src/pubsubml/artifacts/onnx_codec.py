@@ -2,7 +2,8 @@
 
 Any model type travels as ONNX and runs in ONNX Runtime without the publisher's code
 (pubsub-ml.txt §4: subscribed models are black boxes); the exporters are in
-:mod:`~pubsubml.artifacts.onnx_export` (also importable from here).
+:mod:`~pubsubml.artifacts.onnx_export` and :mod:`~pubsubml.artifacts.onnx_trees` (also importable
+from here).
 
 :func:`check_onnx` rejects what a stranger could abuse, namely tensors stored as external data (a
 path such as ``../../etc/passwd`` would be read from the subscriber's disk), operators from domains
@@ -30,12 +31,8 @@ from onnx import TensorProto, numpy_helper
 
 from pubsubml.artifacts.card import ModelCard
 from pubsubml.artifacts.codecs import DecodeOptions, reject_foreign_payload
-from pubsubml.artifacts.onnx_export import (
-    mlp_to_onnx,
-    sklearn_to_onnx,
-    torch_to_onnx,
-    tree_ensemble_to_onnx,
-)
+from pubsubml.artifacts.onnx_export import mlp_to_onnx, sklearn_to_onnx, torch_to_onnx
+from pubsubml.artifacts.onnx_trees import tree_ensemble_to_onnx
 from pubsubml.errors import UntrustedArtifactError
 
 __all__ = [

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from pubsubml.audit.guesses import check_many_run, many_run_bound
+from pubsubml.audit.guesses import check_many_run, many_run_bound, many_run_result
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.async_dp.learner import answer_gradient_query
 from pubsubml.methods.async_dp.oracle import SquaredLossOracle
@@ -119,19 +119,15 @@ def audit_async_dp(
     def stat(a: np.ndarray) -> np.ndarray:
         return np.asarray((np.abs(a + mu) - np.abs(a - mu)).sum(axis=1) / scale)
 
-    test = many_run_bound(stat(a0), stat(a1), confidence)
-    return AuditResult(
-        target="async-dp-answer",
-        variant=variant,
+    return many_run_result(
+        "async-dp-answer",
+        variant,
+        many_run_bound(stat(a0), stat(a1), confidence),
         claimed_epsilon=float(epsilon),
         delta=0.0,
-        lower_bound=test.lower_bound,
         confidence=confidence,
-        method="many-run",
         canary="record",
-        canaries=runs,
-        guesses=test.scored,
-        correct=test.correct,
-        runtime_s=time.perf_counter() - start,
-        details={"n_records": n_records, "n_features": n_features, "threshold": test.threshold},
+        runs=runs,
+        start=start,
+        details={"n_records": n_records, "n_features": n_features},
     )

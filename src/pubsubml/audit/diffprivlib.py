@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from pubsubml.audit.guesses import check_many_run, many_run_bound
+from pubsubml.audit.guesses import check_many_run, many_run_bound, many_run_result
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.diffprivlib_models import DiffprivlibClassifier
 from pubsubml.learners.forest import DPRandomForestClassifier
@@ -151,19 +151,15 @@ def audit_diffprivlib(
     y1[-1], y0[-1] = 1, 0
     s1 = _scores(model, X, y1, trained, runs, seed * 10_000_019 + 1)
     s0 = _scores(model, X, y0, trained, runs, seed * 10_000_019 + runs + 1)
-    test = many_run_bound(s0, s1, confidence)
-    return AuditResult(
-        target=DIFFPRIVLIB_MODELS[model],
-        variant=variant,
+    return many_run_result(
+        DIFFPRIVLIB_MODELS[model],
+        variant,
+        many_run_bound(s0, s1, confidence),
         claimed_epsilon=float(epsilon),
         delta=0.0,
-        lower_bound=test.lower_bound,
         confidence=confidence,
-        method="many-run",
         canary="record",
-        canaries=runs,
-        guesses=test.scored,
-        correct=test.correct,
-        runtime_s=time.perf_counter() - start,
-        details={"n_records": n_records, "threshold": test.threshold},
+        runs=runs,
+        start=start,
+        details={"n_records": n_records},
     )

@@ -15,26 +15,37 @@ Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.guesses import dirac_scores, one_run_bound
+from pubsubml.audit.guesses import dirac_scores, draw_inclusion, one_run_bound
 from pubsubml.audit.result import AuditResult
+from pubsubml.privacy.accountants import compute_epsilon
+from pubsubml.privacy.events import DPEvent
 
 __all__ = [
     "DIRAC_NORM",
     "REAL_FEATURES",
+    "DiracTask",
     "broken_run",
     "check_count",
     "dirac_coordinates",
     "dirac_rows",
+    "dirac_task",
+    "gaussian_claim",
+    "mlp_parameter_count",
     "one_run_result",
     "padded_rows",
     "real_rows",
+    "run_details",
 ]
 
 #: Columns of the public synthetic task; canary columns come after them.
@@ -76,6 +87,34 @@ def dirac_rows(coords: Tensor, included: np.ndarray, n_params: int, clip: float)
     rows = torch.zeros(len(chosen), n_params)
     rows[torch.arange(len(chosen)), chosen] = DIRAC_NORM * clip
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class DiracTask:
+    """A one-run audit's data: real rows widened by canary columns, the canaries' coins and
+    coordinates (first-layer weights W0[o, c] of an MLP whose first layer has ``out0`` units)."""
+
+    width: int
+    splits: list[tuple[Tensor, Tensor]]
+    included: np.ndarray
+    coords: Tensor
+
+    def gradients(self, n_params: int, clip: float) -> Tensor:
+        """The included canaries' per-sample gradients (:func:`dirac_rows`)."""
+        return dirac_rows(self.coords, self.included, n_params, clip)
+
+
+def dirac_task(rows: Sequence[int], m: int, out0: int, rng: np.random.Generator) -> DiracTask:
+    """Draw :func:`padded_rows` of each size in ``rows``, then the coins of ``m`` canaries."""
+    width = REAL_FEATURES + math.ceil(m / out0)
+    splits = [padded_rows(n, width, rng) for n in rows]
+    included = draw_inclusion(m, rng)
+    return DiracTask(width, splits, included, dirac_coordinates(m, out0, width))
+
+
+def mlp_parameter_count(sizes: Sequence[int]) -> int:
+    """Weights and biases of an MLP with layer widths ``sizes`` (inputs first)."""
+    return sum(a * b + b for a, b in itertools.pairwise(sizes))
 
 
 def broken_run(variant: str, sigma: float, clip: float) -> tuple[float, float]:
@@ -137,6 +176,38 @@ def one_run_result(
         runtime_s=time.perf_counter() - start,
         details=details,
     )
+
+
+def gaussian_claim(sigma: float, q: float, steps: int, delta: float) -> float:
+    """The ε a shipped mechanism claims: ``steps`` subsampled-Gaussian steps of σ at rate q."""
+    claim = DPEvent(
+        mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=q, count=steps
+    )
+    return compute_epsilon([claim], delta)
+
+
+def run_details(
+    path: str,
+    steps: int,
+    q: float,
+    sigma: float,
+    rows: int,
+    *,
+    counted: str = "steps",
+    **extra: Any,
+) -> dict[str, Any]:
+    """The ``details`` of an audit: the code path, steps, q, the claimed σ, real rows, extras.
+
+    ``counted`` names what ``steps`` counts (``"rounds"`` where one release is one round).
+    """
+    return {
+        "path": path,
+        counted: steps,
+        "sample_rate": q,
+        "noise_multiplier": sigma,
+        "rows": rows,
+        **extra,
+    }
 
 
 def check_count(name: str, value: Any, minimum: int) -> None:

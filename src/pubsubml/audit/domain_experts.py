@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 import time
 
 import numpy as np
@@ -37,24 +36,21 @@ import torch
 from torch import nn
 
 from pubsubml.audit.dirac import (
-    REAL_FEATURES,
     broken_run,
     check_count,
-    dirac_coordinates,
-    dirac_rows,
+    dirac_task,
+    gaussian_claim,
     one_run_result,
-    padded_rows,
+    run_details,
 )
 from pubsubml.audit.dpsgd import check_audit
-from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.domain_experts.users import Users, local_round
 from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
 from pubsubml.methods.federated.loop import LocalTraining, run_federation
 from pubsubml.methods.federated.strategies import FedSGD
-from pubsubml.privacy.accountants import compute_epsilon
-from pubsubml.privacy.dpsgd import CanaryGradients, init_mlp
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.dpsgd import init_mlp
+from pubsubml.privacy.dpsgd import CanaryGradients
 
 __all__ = ["EXPERTS_VARIANTS", "audit_domain_experts"]
 
@@ -114,23 +110,54 @@ def audit_domain_experts(
     check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    n_classes = 2
-    width = REAL_FEATURES + math.ceil(canaries / n_classes)
-    splits = [padded_rows(n, width, rng) for n in (rows, max(2, rows // 2))]
-    included = draw_inclusion(canaries, rng)
+    n_classes = 2  # the canaries sit on W[o, c] of the linear M_G
+    task = dirac_task((rows, max(2, rows // 2)), canaries, n_classes, rng)
     q = min(1.0, _BATCH / rows)
     sigma = noise_multipliers(epsilon, delta, [q], [rounds], "pld")[0]
     C = 1.0
-    run_sigma, run_clip = broken_run(variant, sigma, C)
-    general = init_mlp((width, n_classes), "tanh", torch.Generator().manual_seed(seed))
+    general = init_mlp((task.width, n_classes), "tanh", torch.Generator().manual_seed(seed))
+    dirac = task.gradients(sum(p.numel() for p in general.parameters()), C)
+    users = _audited_user(
+        task.splits, general, q, broken_run(variant, sigma, C), dirac, variant, seed
+    )
+    _run_rounds(users, general, rounds, rows, seed)
+    releases = torch.stack(
+        [torch.cat([g.reshape(-1) for g in msg["gradient"]])[task.coords] for msg in users.messages]
+    )
+    return one_run_result(
+        "domain-experts-general",
+        variant,
+        claimed_epsilon=gaussian_claim(sigma, q, rounds, delta),
+        delta=delta,
+        releases=releases.double().numpy() * q * rows / C,  # the message is g_G / L, L = q·n
+        q=q,
+        sigma=sigma,
+        included=task.included,
+        confidence=confidence,
+        start=start,
+        details=run_details(f"algorithm-{users.algorithm}", rounds, q, sigma, rows),
+    )
+
+
+def _audited_user(
+    splits: list[tuple[torch.Tensor, torch.Tensor]],
+    general: nn.Sequential,
+    q: float,
+    run: tuple[float, float],
+    dirac: torch.Tensor,
+    variant: str,
+    seed: int,
+) -> Users:
+    """The one audited user: its expert rows and gate rows, a private expert copied from M_G, a
+    zero gate, the run's (σ, C), its Dirac canaries, and every message it sends recorded;
+    Algorithm 1 for ``"paper-accounting"``, else Algorithm 2."""
+    sigma, clip = run
     private = copy.deepcopy(general)
-    gate = nn.Linear(width, 1)
+    gate = nn.Linear(splits[0][0].shape[1], 1)
     with torch.no_grad():
         gate.weight.zero_()
         gate.bias.zero_()
-    coords = dirac_coordinates(canaries, n_classes, width)  # W[o, c] of the linear M_G
-    dirac = dirac_rows(coords, included, sum(p.numel() for p in general.parameters()), C)
-    users = Users(
+    return Users(
         train=[splits[0]],
         held=[splits[1]],
         privates=[private],
@@ -138,42 +165,21 @@ def audit_domain_experts(
         private_opts=[torch.optim.Adam(private.parameters(), lr=_LR_PRIVATE)],
         gate_opts=[torch.optim.Adam(gate.parameters(), lr=_LR_GATE)],
         rates=[q],
-        sigmas=np.array([run_sigma]),
+        sigmas=np.array([sigma]),
         generators=[torch.Generator().manual_seed(seed * 1_000_003 + 1)],
         messages=[],
         algorithm=1 if variant == "paper-accounting" else 2,
         task="classification",
         dp=True,
-        max_grad_norm=run_clip,
+        max_grad_norm=clip,
         record_messages=True,
-        canaries=[CanaryGradients([dirac], torch.tensor([run_clip]))],
+        canaries=[CanaryGradients([dirac], torch.tensor([clip]))],
     )
+
+
+def _run_rounds(users: Users, general: nn.Sequential, rounds: int, rows: int, seed: int) -> None:
+    """The federation of the one user: its DP rounds and the server's FedSGD steps on M_G."""
     server = FedSGD(client_fraction=1.0, optimizer="sgd", lr=_LR_GENERAL)
     training: LocalTraining = LocalDP(functools.partial(local_round, users, general), 1, "pld")
     schedule = server.sample(1, rounds, seed)
     run_federation(list(general.parameters()), schedule, training, server, [rows])
-    releases = torch.stack(
-        [torch.cat([g.reshape(-1) for g in msg["gradient"]])[coords] for msg in users.messages]
-    )
-    claim = DPEvent(
-        mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=q, count=rounds
-    )
-    return one_run_result(
-        "domain-experts-general",
-        variant,
-        claimed_epsilon=compute_epsilon([claim], delta),
-        delta=delta,
-        releases=releases.double().numpy() * q * rows / C,  # the message is g_G / L, L = q·n
-        q=q,
-        sigma=sigma,
-        included=included,
-        confidence=confidence,
-        start=start,
-        details={
-            "path": f"algorithm-{users.algorithm}",
-            "steps": rounds,
-            "sample_rate": q,
-            "noise_multiplier": sigma,
-            "rows": rows,
-        },
-    )

@@ -30,7 +30,6 @@ McMahan et al., "Learning differentially private recurrent language models", ICL
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from typing import Any
 
@@ -43,7 +42,9 @@ from pubsubml.audit.dirac import (
     broken_run,
     dirac_coordinates,
     dirac_rows,
+    mlp_parameter_count,
     one_run_result,
+    run_details,
 )
 from pubsubml.audit.dpsgd import check_audit
 from pubsubml.audit.guesses import draw_inclusion
@@ -177,70 +178,104 @@ def audit_dp_fedavg(
     """
     m = DEFAULT_CLIENT_CANARIES if canaries is None else canaries
     check_audit(epsilon, variant, m, delta, confidence, rows_per_client)
-    if real_clients < 1 or rounds < 1 or not 0 < client_fraction <= 1:
-        raise ValueError("need real_clients >= 1, rounds >= 1 and 0 < client_fraction <= 1")
+    _check_federation(real_clients, rounds, client_fraction)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     out0 = _HIDDEN[0]
     width = REAL_FEATURES + -(-m // out0)
     sizes = (width, *_HIDDEN, 2)
-    w = rng.standard_normal(REAL_FEATURES)
-    Xs, ys = [], []
-    for _ in range(real_clients):
-        X = rng.standard_normal((rows_per_client, REAL_FEATURES))
-        y = (X @ w + rng.standard_normal(rows_per_client) > 0).astype(np.int64)
-        padded = torch.zeros(rows_per_client, width)
-        padded[:, :REAL_FEATURES] = torch.from_numpy(X.astype(np.float32))
-        Xs.append(padded)
-        ys.append(torch.from_numpy(y))
+    real = _real_clients(real_clients, rows_per_client, width, rng, seed)
     included = draw_inclusion(m, rng)
     coords = dirac_coordinates(m, out0, width)
     C = 1.0
-    dirac = dirac_rows(coords, included, sum(a * b + b for a, b in itertools.pairwise(sizes)), C)
+    dirac = dirac_rows(coords, included, mlp_parameter_count(sizes), C)
     sigma = noise_multipliers(epsilon, delta, [client_fraction], [rounds], "pld")[0]
-    run_sigma, run_clip = broken_run(variant, sigma, C)
-    base = DPSGDConfig(batch_size=_BATCH, epochs=1, private=False, max_grad_norm=C)
-    real = StackedClients(
-        Xs, ys, [base] * real_clients, "tanh", "cross_entropy", seed=seed * 1_000_003
-    )
-    recorder = _RecordingFedAvg(client_fraction, coords)
-    n_clients = real_clients + len(dirac)
-    common: dict[str, Any] = {"n_clients": n_clients, "seed": seed, "backend": "pld"}
-    server = (
-        CentralDP(recorder, noise_multiplier=sigma, clip_norm=C, **common)
-        if variant == "correct"
-        else _BrokenCentralDP(
-            recorder, sigma, noise_multiplier=run_sigma, clip_norm=run_clip, **common
-        )
-    )
-    init = init_mlp(sizes, "tanh", torch.Generator().manual_seed(seed))
-    params = [p.detach().clone() for p in init.parameters()]
-    schedule = server.sample(n_clients, rounds, seed)
-    run_federation(
-        params,
-        schedule,
-        _WithCanaries(real, real_clients, dirac),
-        server,
-        [rows_per_client] * real_clients + [1] * len(dirac),
-    )
+    q = client_fraction
+    server, releases = _run_rounds(real, dirac, coords, sizes, variant, sigma, q, rounds, seed)
     return one_run_result(
         "dp-fedavg-central",
         variant,
         claimed_epsilon=compute_epsilon(server.accountant.events, delta),
         delta=delta,
-        # the server divides the noised sum by q·N
-        releases=torch.stack(recorder.rows).double().numpy() * client_fraction * n_clients / C,
-        q=client_fraction,
+        releases=releases,
+        q=q,
         sigma=sigma,
+        details=run_details(
+            "central", rounds, q, sigma, real_clients * rows_per_client, counted="rounds"
+        ),
+        canary="client",
         included=included,
         confidence=confidence,
         start=start,
-        canary="client",
-        details={
-            "path": "central",
-            "rounds": rounds,
-            "sample_rate": client_fraction,
-            "noise_multiplier": sigma,
-            "rows": real_clients * rows_per_client,
-        },
+    )
+
+
+def _check_federation(real_clients: int, rounds: int, client_fraction: float) -> None:
+    if real_clients < 1 or rounds < 1 or not 0 < client_fraction <= 1:
+        raise ValueError("need real_clients >= 1, rounds >= 1 and 0 < client_fraction <= 1")
+
+
+def _run_rounds(
+    real: StackedClients,
+    dirac: Tensor,
+    coords: Tensor,
+    sizes: tuple[int, ...],
+    variant: str,
+    sigma: float,
+    client_fraction: float,
+    rounds: int,
+    seed: int,
+) -> tuple[CentralDP, np.ndarray]:
+    """Run the federation of the real clients and the included canary clients, from a fresh MLP.
+
+    Returns the server and its released mean updates on the canaries' coordinates in units of
+    C = 1, shape (rounds, m).
+    """
+    recorder = _RecordingFedAvg(client_fraction, coords)
+    n_real = len(real.Xs)
+    n_clients = n_real + len(dirac)
+    server = _audited_server(recorder, variant, sigma, 1.0, n_clients, seed)
+    init = init_mlp(sizes, "tanh", torch.Generator().manual_seed(seed))
+    params = [p.detach().clone() for p in init.parameters()]
+    schedule = server.sample(n_clients, rounds, seed)
+    rows_per_client = len(real.Xs[0])
+    run_federation(
+        params,
+        schedule,
+        _WithCanaries(real, n_real, dirac),
+        server,
+        [rows_per_client] * n_real + [1] * len(dirac),
+    )
+    # the server divides the noised sum by q·N
+    return server, torch.stack(recorder.rows).double().numpy() * client_fraction * n_clients
+
+
+def _real_clients(
+    n: int, rows: int, width: int, rng: np.random.Generator, seed: int
+) -> StackedClients:
+    """``n`` clients of the public synthetic task (one shared rule), widened by zero canary
+    columns to ``width``, training without record-level noise as central DP runs them."""
+    w = rng.standard_normal(REAL_FEATURES)
+    Xs, ys = [], []
+    for _ in range(n):
+        X = rng.standard_normal((rows, REAL_FEATURES))
+        y = (X @ w + rng.standard_normal(rows) > 0).astype(np.int64)
+        padded = torch.zeros(rows, width)
+        padded[:, :REAL_FEATURES] = torch.from_numpy(X.astype(np.float32))
+        Xs.append(padded)
+        ys.append(torch.from_numpy(y))
+    base = DPSGDConfig(batch_size=_BATCH, epochs=1, private=False, max_grad_norm=1.0)
+    return StackedClients(Xs, ys, [base] * n, "tanh", "cross_entropy", seed=seed * 1_000_003)
+
+
+def _audited_server(
+    recorder: _RecordingFedAvg, variant: str, sigma: float, clip: float, n_clients: int, seed: int
+) -> CentralDP:
+    """The shipped :class:`CentralDP` around ``recorder``, or a negative control's server."""
+    common: dict[str, Any] = {"n_clients": n_clients, "seed": seed, "backend": "pld"}
+    if variant == "correct":
+        return CentralDP(recorder, noise_multiplier=sigma, clip_norm=clip, **common)
+    run_sigma, run_clip = broken_run(variant, sigma, clip)
+    return _BrokenCentralDP(
+        recorder, sigma, noise_multiplier=run_sigma, clip_norm=run_clip, **common
     )

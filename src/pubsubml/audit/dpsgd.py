@@ -30,7 +30,6 @@ gradient canaries); pubsub-ml.txt §8 (DP-SGD).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import time
 from collections.abc import Callable
@@ -41,15 +40,14 @@ import torch
 from torch import Tensor
 
 from pubsubml.audit.dirac import (
-    REAL_FEATURES,
+    DiracTask,
     broken_run,
     check_count,
-    dirac_coordinates,
-    dirac_rows,
+    dirac_task,
+    mlp_parameter_count,
     one_run_result,
-    padded_rows,
+    run_details,
 )
-from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
 from pubsubml.learners.dpsgd_linear import DPSGDLogisticRegression
@@ -247,50 +245,68 @@ def audit_dpsgd(
     >>> r.lower_bound <= r.claimed_epsilon
     True
     """
-    if learner not in ("mlp", "linear") or path not in ("stacked", "generic", "secure"):
-        raise ValueError(
-            "learner must be 'mlp' or 'linear' and path 'stacked', 'generic' or 'secure'"
-        )
+    _check_learner_and_path(learner, path)
     m = DEFAULT_CANARIES if canaries is None else canaries
     check_audit(epsilon, variant, m, delta, confidence, rows)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     est = learner_estimator(learner, epsilon, delta, seed)
-    hidden = est._hidden()
-    out0 = int(hidden[0]) if hidden else 2
-    width = REAL_FEATURES + math.ceil(m / out0)
-    X, y = padded_rows(rows, width, rng)
-    included = draw_inclusion(m, rng)
-    n = rows + int(included.sum())
-    config, _ = est._config(n, width)  # σ for n records: the claim
-    sizes = (width, *(int(h) for h in hidden), 2)
-    n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
-    coords = dirac_coordinates(m, out0, width)
-    dirac = dirac_rows(coords, included, n_params, config.max_grad_norm)
-    releases = _Releases(coords)
-    generator = torch.Generator().manual_seed(seed)
-    run_config = broken_config(config, variant)
-    result = _train(path, est, sizes, X, y, run_config, generator, dirac, releases)
-    claimed_run = dataclasses.replace(
-        result, noise_multiplier=config.noise_multiplier, max_grad_norm=config.max_grad_norm
-    )
+    hidden = tuple(int(h) for h in est._hidden())
+    task = dirac_task([rows], m, hidden[0] if hidden else 2, rng)
+    result, config, releases = _train_with_canaries(path, est, hidden, task, variant, seed)
     q = result.sample_rate
     return one_run_result(
         f"dpsgd-{learner}",
         variant,
-        claimed_epsilon=compute_epsilon(claimed_run.events, delta),
+        claimed_epsilon=_claimed_epsilon(result, config, delta),
         delta=delta,
-        releases=torch.stack(releases.rows).double().numpy() * (q * n) / config.max_grad_norm,
+        releases=releases,
         q=q,
         sigma=config.noise_multiplier,
-        included=included,
+        included=task.included,
         confidence=confidence,
         start=start,
-        details={
-            "path": path,
-            "steps": result.steps,
-            "sample_rate": q,
-            "noise_multiplier": config.noise_multiplier,
-            "rows": rows,
-        },
+        details=run_details(path, result.steps, q, config.noise_multiplier, rows),
     )
+
+
+def _check_learner_and_path(learner: str, path: str) -> None:
+    if learner not in ("mlp", "linear") or path not in ("stacked", "generic", "secure"):
+        raise ValueError(
+            "learner must be 'mlp' or 'linear' and path 'stacked', 'generic' or 'secure'"
+        )
+
+
+def _claimed_epsilon(result: TrainResult, config: DPSGDConfig, delta: float) -> float:
+    """The accountant's ε for the steps that ran, at the shipped (σ, C) of ``config``."""
+    claimed_run = dataclasses.replace(
+        result, noise_multiplier=config.noise_multiplier, max_grad_norm=config.max_grad_norm
+    )
+    return compute_epsilon(claimed_run.events, delta)
+
+
+def _train_with_canaries(
+    path: Path,
+    est: _DPSGDBase,
+    hidden: tuple[int, ...],
+    task: DiracTask,
+    variant: str,
+    seed: int,
+) -> tuple[TrainResult, DPSGDConfig, np.ndarray]:
+    """Train the variant's run on the real rows and the included canaries.
+
+    Returns what ran, the shipped configuration (σ for all the records that train, canaries
+    included: the claim) and the releases on the canaries' coordinates in units of C, (T, m).
+    """
+    X, y = task.splits[0]
+    n = len(X) + int(task.included.sum())
+    config, _ = est._config(n, task.width)  # σ for n records: the claim
+    sizes = (task.width, *hidden, 2)
+    dirac = task.gradients(mlp_parameter_count(sizes), config.max_grad_norm)
+    releases = _Releases(task.coords)
+    generator = torch.Generator().manual_seed(seed)
+    run_config = broken_config(config, variant)
+    result = _train(path, est, sizes, X, y, run_config, generator, dirac, releases)
+    q = result.sample_rate
+    rows = torch.stack(releases.rows).double().numpy() * (q * n) / config.max_grad_norm
+    return result, config, rows

@@ -27,21 +27,27 @@ DP-SGD with gradient canaries); Abadi et al., CCS 2016.
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from pubsubml.audit.dirac import DIRAC_NORM, REAL_FEATURES, check_count, padded_rows
+from pubsubml.audit.dirac import (
+    DIRAC_NORM,
+    REAL_FEATURES,
+    check_count,
+    gaussian_claim,
+    mlp_parameter_count,
+    padded_rows,
+    run_details,
+)
 from pubsubml.audit.dpsgd import Learner, broken_config, check_audit, learner_estimator
-from pubsubml.audit.guesses import dirac_scores, many_run_bound, runs_to_refute
+from pubsubml.audit.guesses import dirac_scores, many_run_bound, many_run_result, runs_to_refute
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
-from pubsubml.privacy.accountants import compute_epsilon
-from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
-from pubsubml.privacy.events import DPEvent
+from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp
+from pubsubml.privacy.dpsgd import train_dp_stacked
 
 __all__ = ["MIN_RUNS", "audit_dpsgd_many_run"]
 
@@ -135,9 +141,39 @@ def audit_dpsgd_many_run(
     width = REAL_FEATURES + 1
     X, y = padded_rows(rows, width, rng)
     config, _ = est._config(rows + 1, width)  # σ for rows + 1 records: the claim
+    scores, with_canary, q = _run_scores(est, X, y, config, variant, n_runs, seed)
+    steps = config.steps_for(rows + 1)
+    return many_run_result(
+        f"dpsgd-{learner}",
+        variant,
+        many_run_bound(scores[~with_canary], scores[with_canary], confidence),
+        claimed_epsilon=gaussian_claim(config.noise_multiplier, q, steps, delta),
+        delta=delta,
+        confidence=confidence,
+        canary="gradient",
+        runs=n_runs,
+        start=start,
+        details=run_details("stacked", steps, q, config.noise_multiplier, rows),
+    )
+
+
+def _run_scores(
+    est: _DPSGDBase,
+    X: Tensor,
+    y: Tensor,
+    config: DPSGDConfig,
+    variant: str,
+    n_runs: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Train ``n_runs`` runs with the canary and as many without, alternating, in chunks.
+
+    Returns every run's white-box score, which runs had the canary, and the sample rate q.
+    """
+    width = X.shape[1]
     run_config = broken_config(config, variant)
     sizes = (width, *(int(h) for h in est._hidden()), 2)
-    n_params = sum(a * b + b for a, b in itertools.pairwise(sizes))
+    n_params = mlp_parameter_count(sizes)
     dirac, blank = torch.zeros(1, n_params), torch.zeros(1, n_params)
     dirac[0, REAL_FEATURES] = DIRAC_NORM * config.max_grad_norm  # W0[0, 10]
     with_canary = np.arange(2 * n_runs) % 2 == 0
@@ -154,36 +190,6 @@ def audit_dpsgd_many_run(
             run_config,
             [seed * 100_000_007 + s for s in part],
         )
-        y_units = releases * q * (rows + 1) / config.max_grad_norm
+        y_units = releases * q * (len(X) + 1) / config.max_grad_norm
         scores[lo : part.stop] = dirac_scores(y_units, q, config.noise_multiplier)
-    test = many_run_bound(scores[~with_canary], scores[with_canary], confidence)
-    steps = config.steps_for(rows + 1)
-    event = DPEvent(
-        mechanism="subsampled_gaussian",
-        noise_multiplier=config.noise_multiplier,
-        sample_rate=q,
-        count=steps,
-    )
-    claimed = compute_epsilon([event], delta)
-    return AuditResult(
-        target=f"dpsgd-{learner}",
-        variant=variant,
-        claimed_epsilon=claimed,
-        delta=delta,
-        lower_bound=test.lower_bound,
-        confidence=confidence,
-        method="many-run",
-        canary="gradient",
-        canaries=n_runs,
-        guesses=test.scored,
-        correct=test.correct,
-        runtime_s=time.perf_counter() - start,
-        details={
-            "path": "stacked",
-            "steps": steps,
-            "sample_rate": q,
-            "noise_multiplier": config.noise_multiplier,
-            "rows": rows,
-            "threshold": test.threshold,
-        },
-    )
+    return scores, with_canary, q

@@ -9,12 +9,15 @@ confidence is split between them (Bonferroni): the reported bound holds at the s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from pubsubml.audit.bounds import many_run_epsilon_lower_bound, one_run_epsilon_lower_bound
+from pubsubml.audit.result import AuditResult
 
 __all__ = [
     "GUESS_FRACTIONS",
@@ -24,6 +27,7 @@ __all__ = [
     "dirac_scores",
     "draw_inclusion",
     "many_run_bound",
+    "many_run_result",
     "one_run_bound",
     "runs_to_refute",
 ]
@@ -212,6 +216,38 @@ def many_run_bound(
         threshold,
         2 * scored,
         2 * scored - fp - fn,
+    )
+
+
+def many_run_result(
+    target: str,
+    variant: str,
+    test: ManyRunBound,
+    *,
+    claimed_epsilon: float,
+    delta: float,
+    confidence: float,
+    canary: str,
+    runs: int,
+    start: float,
+    details: dict[str, Any],
+) -> AuditResult:
+    """Report a many-run audit: ``test`` on ``runs`` runs per data set, its threshold appended to
+    ``details``; ``start`` is ``time.perf_counter()`` when the audit started."""
+    return AuditResult(
+        target=target,
+        variant=variant,
+        claimed_epsilon=claimed_epsilon,
+        delta=delta,
+        lower_bound=test.lower_bound,
+        confidence=confidence,
+        method="many-run",
+        canary=canary,
+        canaries=runs,
+        guesses=test.scored,
+        correct=test.correct,
+        runtime_s=time.perf_counter() - start,
+        details={**details, "threshold": test.threshold},
     )
 
 

@@ -31,7 +31,6 @@ proxyfl.txt §3.2 (Eq. 5–7), §3.3, §4.1; Steinke, Nasr & Jagielski, NeurIPS 
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -39,22 +38,18 @@ import torch
 from torch import Tensor
 
 from pubsubml.audit.dirac import (
-    REAL_FEATURES,
     broken_run,
     check_count,
-    dirac_coordinates,
-    dirac_rows,
+    dirac_task,
+    gaussian_claim,
     one_run_result,
-    padded_rows,
+    run_details,
 )
 from pubsubml.audit.dpsgd import check_audit
-from pubsubml.audit.guesses import draw_inclusion
 from pubsubml.audit.result import AuditResult
 from pubsubml.methods.proxyfl.dml import DMLConfig, mlp_factory
 from pubsubml.methods.proxyfl.local import ClientCohort
-from pubsubml.privacy.accountants import compute_epsilon
 from pubsubml.privacy.calibration import calibrate_noise
-from pubsubml.privacy.events import DPEvent
 
 __all__ = ["PROXYFL_VARIANTS", "audit_proxyfl"]
 
@@ -110,20 +105,44 @@ def audit_proxyfl(
     check_count("rounds", rounds, 1)
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
-    out0 = _HIDDEN[0]
-    width = REAL_FEATURES + math.ceil(canaries / out0)
-    X, y = padded_rows(rows, width, rng)
-    included = draw_inclusion(canaries, rng)
+    task = dirac_task([rows], canaries, _HIDDEN[0], rng)
+    X, y = task.splits[0]
     shipped = DMLConfig(beta=0.5 if variant == "paper-accounting" else 0.0, delta=delta)
     q = shipped.dpsgd().sample_rate_for(rows)
     steps = shipped.dpsgd().steps_for(rows) * rounds
     sigma = calibrate_noise(epsilon, delta, q, steps)
     C = shipped.max_grad_norm
-    run_sigma, run_clip = broken_run(variant, sigma, C)
-    config = DMLConfig(
-        beta=shipped.beta, delta=delta, noise_multiplier=run_sigma, max_grad_norm=run_clip
+    cohort = _audited_cohort(X, y, shipped, variant, sigma, seed)
+    dirac = task.gradients(cohort.flat_proxies().shape[1], C)
+    releases: list[Tensor] = []
+    cohort.attach_audit([dirac], lambda grad: releases.append(grad[0, task.coords].clone()))
+    for _ in range(rounds):
+        cohort.train_round()
+    return one_run_result(
+        "proxyfl-proxy",
+        variant,
+        claimed_epsilon=gaussian_claim(sigma, q, steps, delta),
+        delta=delta,
+        releases=torch.stack(releases).double().numpy() * q * rows / C,  # ÷ q·n by the cohort
+        q=q,
+        sigma=sigma,
+        included=task.included,
+        confidence=confidence,
+        start=start,
+        details=run_details("cohort", steps, q, sigma, rows, guarantee=cohort.privacy_guarantee),
     )
-    cohort = ClientCohort(
+
+
+def _audited_cohort(
+    X: Tensor, y: Tensor, shipped: DMLConfig, variant: str, sigma: float, seed: int
+) -> ClientCohort:
+    """One client training its proxy with the variant's (σ, C); the paper's β = 0.5 with a
+    private model for ``"paper-accounting"``."""
+    run_sigma, run_clip = broken_run(variant, sigma, shipped.max_grad_norm)
+    config = DMLConfig(
+        beta=shipped.beta, delta=shipped.delta, noise_multiplier=run_sigma, max_grad_norm=run_clip
+    )
+    return ClientCohort(
         client_ids=[0],
         data=[(X, y)],
         n_classes=2,
@@ -131,33 +150,4 @@ def audit_proxyfl(
         private_factories=[mlp_factory(_HIDDEN)] if variant == "paper-accounting" else None,
         config=config,
         seed=seed,
-    )
-    coords = dirac_coordinates(canaries, out0, width)
-    dirac = dirac_rows(coords, included, cohort.flat_proxies().shape[1], C)
-    releases: list[Tensor] = []
-    cohort.attach_audit([dirac], lambda grad: releases.append(grad[0, coords].clone()))
-    for _ in range(rounds):
-        cohort.train_round()
-    claim = DPEvent(
-        mechanism="subsampled_gaussian", noise_multiplier=sigma, sample_rate=q, count=steps
-    )
-    return one_run_result(
-        "proxyfl-proxy",
-        variant,
-        claimed_epsilon=compute_epsilon([claim], delta),
-        delta=delta,
-        releases=torch.stack(releases).double().numpy() * q * rows / C,  # ÷ q·n by the cohort
-        q=q,
-        sigma=sigma,
-        included=included,
-        confidence=confidence,
-        start=start,
-        details={
-            "path": "cohort",
-            "steps": steps,
-            "sample_rate": q,
-            "noise_multiplier": sigma,
-            "rows": rows,
-            "guarantee": cohort.privacy_guarantee,
-        },
     )

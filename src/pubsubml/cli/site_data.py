@@ -102,8 +102,6 @@ def fit_report(
     a: 1 row(s) outside [0, 1]: clipped to the public bounds
     b: not in the data, set to its public default 0.5 (recorded on the card)
     """
-    import pandas as pd
-
     if label is not None and label not in frame.columns:
         report = FitReport(columns=[], missing=[])
         report.errors.append(f"the label column {label!r} is not in the data")
@@ -124,33 +122,10 @@ def fit_report(
     if columns and not [c for c in columns if c in schema.names]:
         report.errors.append("no column of the data is a schema feature")
     for name in (c for c in columns if c in schema.names):
-        feature, values = schema[name], frame[name]
-        if feature.kind == "numeric":
-            numbers = pd.to_numeric(values, errors="coerce")
-            bad = int((numbers.isna() & values.notna()).sum())
-            empty = int(values.isna().sum())
-            out = int(((numbers < feature.lower) | (numbers > feature.upper)).sum())
-            if bad:
-                report.errors.append(f"{name}: {bad} value(s) are not numbers")
-            if empty:
-                report.errors.append(f"{name}: {empty} empty value(s)")
-            if out:
-                report.clipped[name] = out
-                where = f"outside [{feature.lower:g}, {feature.upper:g}]"
-                if strict:
-                    report.errors.append(f"{name}: {out} row(s) {where} (refused by --strict)")
-                else:
-                    report.notes.append(
-                        f"{name}: {out} row(s) {where}: clipped to the public bounds"
-                    )
+        if schema[name].kind == "numeric":
+            _check_numeric(report, name, schema[name], frame[name], strict)
         else:
-            allowed = {str(c) for c in feature.categories or ()}
-            unknown = sorted({str(v) for v in values.dropna()} - allowed)
-            if unknown:
-                report.errors.append(f"{name}: unknown categories {unknown[:5]}")
-            empty = int(values.isna().sum())
-            if empty:
-                report.errors.append(f"{name}: {empty} empty value(s)")
+            _check_categorical(report, name, schema[name], frame[name])
     if extend:
         for name in missing:
             report.notes.append(
@@ -158,3 +133,36 @@ def fit_report(
                 "(recorded on the card)"
             )
     return report
+
+
+def _check_numeric(report: FitReport, name: str, feature: Any, values: Any, strict: bool) -> None:
+    """Record a numeric column's non-numbers and empty cells (errors) and its values outside
+    the public bounds (clipped, or refused with ``strict``)."""
+    import pandas as pd
+
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = int((numbers.isna() & values.notna()).sum())
+    empty = int(values.isna().sum())
+    out = int(((numbers < feature.lower) | (numbers > feature.upper)).sum())
+    if bad:
+        report.errors.append(f"{name}: {bad} value(s) are not numbers")
+    if empty:
+        report.errors.append(f"{name}: {empty} empty value(s)")
+    if out:
+        report.clipped[name] = out
+        where = f"outside [{feature.lower:g}, {feature.upper:g}]"
+        if strict:
+            report.errors.append(f"{name}: {out} row(s) {where} (refused by --strict)")
+        else:
+            report.notes.append(f"{name}: {out} row(s) {where}: clipped to the public bounds")
+
+
+def _check_categorical(report: FitReport, name: str, feature: Any, values: Any) -> None:
+    """Record a categorical column's unknown categories and empty cells (errors)."""
+    allowed = {str(c) for c in feature.categories or ()}
+    unknown = sorted({str(v) for v in values.dropna()} - allowed)
+    if unknown:
+        report.errors.append(f"{name}: unknown categories {unknown[:5]}")
+    empty = int(values.isna().sum())
+    if empty:
+        report.errors.append(f"{name}: {empty} empty value(s)")

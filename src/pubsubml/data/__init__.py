@@ -5,7 +5,8 @@
   scikit-learn) with public schemas;
 * :mod:`~pubsubml.data.synthetic`: generated data (Hyperplane, MNIST-1D);
 * :mod:`~pubsubml.data.heart_disease`: UCI Heart Disease at four hospitals (FLamby's
-  Fed-Heart-Disease), shipped with the package, with a public schema and FLamby's split;
+  Fed-Heart-Disease), shipped with the package, with FLamby's split, and its public schema
+  (:mod:`~pubsubml.data.heart_disease_schema`);
 * :mod:`~pubsubml.data.catalog`: every loader by name (:func:`load`);
 * :mod:`~pubsubml.data.partition`: IID, label-skew, quantity-skew, feature and population splits.
 
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from pubsubml.data.catalog import LOADERS, load
     from pubsubml.data.dataset import Dataset, UnknownDatasetError
     from pubsubml.data.heart_disease import (
-        HEART_SCHEMA,
         HOSPITALS,
         FlambySplit,
         flamby_normalize,
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         read_hospital,
         recorded_features,
     )
+    from pubsubml.data.heart_disease_schema import HEART_SCHEMA
     from pubsubml.data.partition import (
         dirichlet_label_skew,
         donor_split,

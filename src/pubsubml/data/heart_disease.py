@@ -12,18 +12,18 @@ Two readings of the files:
 * **as recorded** (:func:`load_heart_disease`, :func:`hospital_datasets`): each hospital keeps the
   features it records (:func:`recorded_features`: a feature is recorded at a hospital when at most
   half of its rows miss it); its few missing cells are filled with the public default of
-  :data:`HEART_SCHEMA`; the label is ``num > 0``.  A hospital's frame lacks the features it does
-  not record, so a model extends it with the schema's public defaults
-  (:meth:`~pubsubml.schema.FeatureSchema.extend`);
+  :data:`~pubsubml.data.heart_disease_schema.HEART_SCHEMA`; the label is ``num > 0``.  A
+  hospital's frame lacks the features it does not record, so a model extends it with the
+  schema's public defaults (:meth:`~pubsubml.schema.FeatureSchema.extend`);
 * **FLamby's protocol** (:func:`flamby_split`): the preprocessing and the per-hospital train/test
   split of du Terrail et al., "FLamby: Datasets and Benchmarks for Cross-Silo Federated Learning
   in Realistic Healthcare Settings", NeurIPS 2022 Datasets and Benchmarks Track, reproduced from
   the behaviour of ``flamby/datasets/fed_heart_disease/dataset.py`` (github.com/owkin/FLamby),
   with FLamby's data-dependent per-centre standardisation apart (:func:`flamby_normalize`).
 
-:data:`HEART_SCHEMA` is written from public clinical constants only (the UCI documentation of the
-codes, AHA blood-pressure categories, NCEP ATP III cholesterol categories, the 220 − age rule for
-the maximum heart rate); nothing in it is computed from the files.
+:data:`~pubsubml.data.heart_disease_schema.HEART_SCHEMA` is written from public clinical
+constants only (:mod:`~pubsubml.data.heart_disease_schema`); nothing in it is computed from the
+files.
 """
 
 from __future__ import annotations
@@ -39,13 +39,12 @@ import numpy as np
 import pandas as pd
 
 from pubsubml.data.dataset import Dataset, UnknownDatasetError
-from pubsubml.schema import Feature, FeatureSchema
+from pubsubml.data.heart_disease_schema import HEART_SCHEMA
 
 __all__ = [
     "COLUMNS",
     "FLAMBY_RANDOM_STATE",
     "FLAMBY_TRAIN_FRACTION",
-    "HEART_SCHEMA",
     "HOSPITALS",
     "HOSPITAL_FILES",
     "HOSPITAL_NAMES",
@@ -114,93 +113,6 @@ _DATA_FOLDER = "heart_disease_files"
 _FLAMBY_DROPPED = ("slope", "ca", "thal")
 _FLAMBY_DUMMIES = ("cp", "restecg")
 
-
-def _numeric(name: str, lower: float, upper: float, default: float, description: str) -> Feature:
-    return Feature(name=name, lower=lower, upper=upper, default=default, description=description)
-
-
-def _categorical(name: str, categories: tuple[int, ...], default: int, description: str) -> Feature:
-    return Feature(
-        name=name,
-        kind="categorical",
-        categories=categories,
-        default=default,
-        description=description,
-    )
-
-
-# Sources of the bounds and defaults (public constants, none read from the files):
-# * codes of the categorical features: the UCI documentation of the data set (heart-disease.names);
-# * trestbps: American Heart Association blood-pressure categories (normal systolic < 120 mm Hg,
-#   hypertensive crisis > 180 mm Hg); 60 mm Hg systolic is circulatory shock, 240 far beyond a
-#   crisis;
-# * chol: NCEP ATP III total-cholesterol categories (desirable < 200 mg/dl, high >= 240 mg/dl);
-#   familial hypercholesterolaemia reaches 350–550 mg/dl (heterozygous) and more (homozygous);
-# * thalach: predicted maximum heart rate 220 − age (Fox & Haskell), at most 220 at any age; 40
-#   beats per minute is the resting rate of a trained athlete;
-# * oldpeak: exercise-ECG criteria (AHA/ACC exercise-testing guideline): ST depression of 1 mm
-#   (0.1 mV) or more is abnormal, 0 is the normal response; negative values are ST elevation;
-# * fbs: the American Diabetes Association's fasting threshold for diabetes is 126 mg/dl, so most
-#   adults have a fasting blood sugar at or below 120 mg/dl;
-# * sex: men are the majority of the patients referred for coronary angiography (e.g. the ACC
-#   NCDR CathPCI Registry reports).
-HEART_SCHEMA = FeatureSchema(
-    features=(
-        _numeric("age", 18, 100, 50, "age in years (adults); default a middle adult age"),
-        _categorical("sex", (0, 1), 1, "1 = male, 0 = female"),
-        _categorical(
-            "cp",
-            (1, 2, 3, 4),
-            4,
-            "chest pain: 1 typical angina, 2 atypical angina, 3 non-anginal, 4 asymptomatic",
-        ),
-        _numeric(
-            "trestbps",
-            60,
-            240,
-            120,
-            "resting systolic blood pressure, mm Hg; default the AHA upper limit of normal",
-        ),
-        _numeric(
-            "chol",
-            50,
-            700,
-            200,
-            "serum total cholesterol, mg/dl; default the NCEP ATP III desirable limit",
-        ),
-        _categorical("fbs", (0, 1), 0, "fasting blood sugar > 120 mg/dl: 1 true, 0 false"),
-        _categorical(
-            "restecg",
-            (0, 1, 2),
-            0,
-            "resting ECG: 0 normal, 1 ST-T wave abnormality, 2 left ventricular hypertrophy",
-        ),
-        _numeric(
-            "thalach",
-            40,
-            220,
-            170,
-            "maximum heart rate achieved, beats/min; default 220 − 50 (predicted at age 50)",
-        ),
-        _categorical("exang", (0, 1), 0, "exercise-induced angina: 1 yes, 0 no"),
-        _numeric(
-            "oldpeak",
-            -5,
-            10,
-            0,
-            "exercise-induced ST depression, mm (negative: elevation); default 0, normal",
-        ),
-        _categorical(
-            "slope",
-            (1, 2, 3),
-            1,
-            "slope of the peak exercise ST segment: 1 upsloping (normal), 2 flat, 3 downsloping",
-        ),
-        _categorical("ca", (0, 1, 2, 3), 0, "major vessels (0–3) coloured by fluoroscopy"),
-        _categorical("thal", (3, 6, 7), 3, "thallium test: 3 normal, 6 fixed, 7 reversible defect"),
-    )
-)
-"""The public schema of the 13 features (bounds and defaults from public clinical constants)."""
 
 _CATEGORICAL = tuple(f.name for f in HEART_SCHEMA.features if f.kind == "categorical")
 

@@ -8,7 +8,8 @@ inputs or to fill missing features leaks nothing (DESIGN.md, "Privacy is account
 :class:`FeatureSchema` validates and encodes DataFrames; :class:`Channel` is the subscription
 channel F1 ∨ … ∨ Fk of pubsub-ml.txt §3.2.
 
-* :mod:`~pubsubml.schema.features`: :class:`Feature` and :class:`FeatureSchema`;
+* :mod:`~pubsubml.schema.features`: :class:`Feature` and :class:`FeatureSchema`, whose frame
+  validation checks each column with :mod:`~pubsubml.schema.column_checks`;
 * :mod:`~pubsubml.schema.channels`: :class:`Channel`.
 """
 

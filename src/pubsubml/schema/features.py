@@ -22,6 +22,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from pubsubml.errors import DataValidationError, SchemaMismatchError
+from pubsubml.schema.column_checks import (
+    NumericBlock,
+    checked_categorical,
+    checked_numeric,
+    float_columns,
+)
 
 __all__ = ["Feature", "FeatureSchema"]
 
@@ -213,24 +219,7 @@ class FeatureSchema(BaseModel):
         DataValidationError
             NaN or infinite values, unknown categories, out-of-bounds values with ``"error"``.
         """
-        if isinstance(X, pd.DataFrame):
-            frame = X
-            cols = [str(c) for c in frame.columns]
-            if len(set(cols)) != len(cols):
-                raise SchemaMismatchError("input has duplicate column names")
-            if any(type(c) is not str for c in frame.columns):
-                frame = frame.set_axis(cols, axis=1)
-        else:
-            arr = np.asarray(X, dtype=object)
-            if arr.ndim != 2:
-                raise DataValidationError(f"expected a 2-D input, got shape {arr.shape}")
-            if arr.shape[1] != len(self):
-                raise SchemaMismatchError(
-                    f"array input has {arr.shape[1]} columns, the schema has {len(self)}: "
-                    f"{self.names}"
-                )
-            frame = pd.DataFrame(arr, columns=self.names)
-            cols = self.names
+        frame, cols = self._input_frame(X)
         names = self.names
         present = set(cols)
         absent = [n for n in names if n not in present]
@@ -240,7 +229,7 @@ class FeatureSchema(BaseModel):
             raise SchemaMismatchError(f"input lacks features {absent} required by the schema")
         if surplus and extra == "error":
             raise SchemaMismatchError(f"input has columns {surplus} that are not in the schema")
-        block = _NumericBlock.of(self, frame, present, out_of_bounds)
+        block = self._numeric_block(frame, present, out_of_bounds)
         if block is not None and len(block.index) == len(self.features):
             block.raise_first_error()
             same = cols == names  # then the input's column index serves as it is
@@ -252,38 +241,56 @@ class FeatureSchema(BaseModel):
         for f in self.features:
             if f.name not in present:
                 out[f.name] = np.full(n, f.default, dtype=object if f.kind != "numeric" else float)
-                continue
-            if block is not None and f.name in block.index:
+            elif block is not None and f.name in block.index:
                 out[f.name] = block.checked(f.name)
-                continue
-            col = frame[f.name]
-            if f.kind == "numeric":
-                try:
-                    values = pd.to_numeric(col, errors="raise").to_numpy(dtype=float)
-                except (ValueError, TypeError) as exc:
-                    raise DataValidationError(f"feature {f.name!r} is not numeric: {exc}") from exc
-                if not np.all(np.isfinite(values)):
-                    raise DataValidationError(f"feature {f.name!r} contains NaN or infinite values")
+            elif f.kind == "numeric":
                 assert f.lower is not None and f.upper is not None
-                if out_of_bounds == "error":
-                    bad = (values < f.lower) | (values > f.upper)
-                    if bad.any():
-                        raise DataValidationError(_outside(f, int(bad.sum())))
-                out[f.name] = np.clip(values, f.lower, f.upper)
+                out[f.name] = checked_numeric(
+                    f.name, frame[f.name], f.lower, f.upper, out_of_bounds
+                )
             else:
-                values_obj = col.to_numpy(dtype=object)
-                if pd.isna(col).any():
-                    raise DataValidationError(f"feature {f.name!r} contains missing values")
-                allowed = set(f.categories or ())
-                unknown = {v for v in values_obj.tolist() if v not in allowed}
-                if unknown:
-                    shown = sorted(map(str, unknown))[:5]
-                    raise DataValidationError(
-                        f"feature {f.name!r} has values {shown} outside its categories "
-                        f"{list(f.categories or ())}"
-                    )
-                out[f.name] = values_obj
+                out[f.name] = checked_categorical(f.name, frame[f.name], list(f.categories or ()))
         return pd.DataFrame(out, index=frame.index, columns=names)
+
+    def _input_frame(self, X: Any) -> tuple[pd.DataFrame, list[str]]:
+        """``X`` as a DataFrame with string column names, and those names."""
+        if isinstance(X, pd.DataFrame):
+            frame = X
+            cols = [str(c) for c in frame.columns]
+            if len(set(cols)) != len(cols):
+                raise SchemaMismatchError("input has duplicate column names")
+            if any(type(c) is not str for c in frame.columns):
+                frame = frame.set_axis(cols, axis=1)
+            return frame, cols
+        arr = np.asarray(X, dtype=object)
+        if arr.ndim != 2:
+            raise DataValidationError(f"expected a 2-D input, got shape {arr.shape}")
+        if arr.shape[1] != len(self):
+            raise SchemaMismatchError(
+                f"array input has {arr.shape[1]} columns, the schema has {len(self)}: {self.names}"
+            )
+        return pd.DataFrame(arr, columns=self.names), self.names
+
+    def _numeric_block(
+        self, frame: pd.DataFrame, present: set[str], out_of_bounds: str
+    ) -> NumericBlock | None:
+        """The present numeric features whose columns have a NumPy number dtype, checked."""
+        dtypes = frame.dtypes
+        chosen = [
+            f
+            for f in self.features
+            if f.kind == "numeric"
+            and f.name in present
+            and isinstance(dtypes[f.name], np.dtype)
+            and dtypes[f.name].kind in "iuf"
+        ]
+        if not chosen:
+            return None
+        names = [f.name for f in chosen]
+        lowers = [f.lower for f in chosen]
+        uppers = [f.upper for f in chosen]
+        values = float_columns(frame, names)
+        return NumericBlock(names, lowers, uppers, values, out_of_bounds)  # type: ignore[arg-type]
 
     def extend(self, X: Any) -> pd.DataFrame:
         """Feature extension (pubsub-ml.txt §4 Step 3): fill absent features with public
@@ -328,7 +335,7 @@ class FeatureSchema(BaseModel):
                 out[np.arange(n), j + codes] = 1.0
                 j += len(cats)
         if numeric:  # every numeric column at once: (x - lower) / (upper - lower) in float64
-            values = _columns(frame, [f.name for f in numeric])
+            values = float_columns(frame, [f.name for f in numeric])
             lower = np.array([f.lower for f in numeric], dtype=float)
             upper = np.array([f.upper for f in numeric], dtype=float)
             out[:, positions] = (values - lower) / (upper - lower)
@@ -364,69 +371,3 @@ class FeatureSchema(BaseModel):
         return cls(
             features=tuple(Feature(name=n, lower=lower, upper=upper, default=d) for n in names)
         )
-
-
-def _columns(frame: pd.DataFrame, names: list[str]) -> np.ndarray:
-    """The float64 values of the columns ``names`` of ``frame``, in that order."""
-    if list(frame.columns) == names:  # no selection: it would build a new column index
-        return np.asarray(frame.to_numpy(dtype=float))
-    where = {c: i for i, c in enumerate(frame.columns)}
-    return np.asarray(frame.take([where[n] for n in names], axis=1).to_numpy(dtype=float))
-
-
-def _outside(f: Feature, count: int) -> str:
-    return f"feature {f.name!r}: {count} values outside the public bounds [{f.lower}, {f.upper}]"
-
-
-class _NumericBlock:
-    """The numeric features whose columns have a NumPy number dtype, checked in one pass.
-
-    ``pd.to_numeric`` leaves such a column as it is, so converting them together gives the
-    values the per-column path gives; the checks are computed for every column at once and
-    raised in schema order, as the per-column path raises them.
-    """
-
-    def __init__(self, features: list[Feature], values: np.ndarray, out_of_bounds: str) -> None:
-        self.features = features
-        self.index = {f.name: j for j, f in enumerate(features)}
-        lower = np.array([f.lower for f in features], dtype=float)
-        upper = np.array([f.upper for f in features], dtype=float)
-        self.finite = np.isfinite(values).all(axis=0)
-        self.outside = (
-            ((values < lower) | (values > upper)).sum(axis=0)
-            if out_of_bounds == "error"
-            else np.zeros(len(features), dtype=np.int64)
-        )
-        self.clipped = np.clip(values, lower, upper)
-
-    @classmethod
-    def of(
-        cls, schema: FeatureSchema, frame: pd.DataFrame, present: set[str], out_of_bounds: str
-    ) -> _NumericBlock | None:
-        dtypes = frame.dtypes
-        chosen = [
-            f
-            for f in schema.features
-            if f.kind == "numeric"
-            and f.name in present
-            and isinstance(dtypes[f.name], np.dtype)
-            and dtypes[f.name].kind in "iuf"
-        ]
-        if not chosen:
-            return None
-        return cls(chosen, _columns(frame, [f.name for f in chosen]), out_of_bounds)
-
-    def checked(self, name: str) -> np.ndarray:
-        """The clipped column of ``name``, after raising its error if it has one."""
-        j = self.index[name]
-        f = self.features[j]
-        if not self.finite[j]:
-            raise DataValidationError(f"feature {f.name!r} contains NaN or infinite values")
-        if self.outside[j]:
-            raise DataValidationError(_outside(f, int(self.outside[j])))
-        return np.asarray(self.clipped[:, j])
-
-    def raise_first_error(self) -> None:
-        """Raise the error of the first column (schema order) that has one."""
-        for f in self.features:
-            self.checked(f.name)

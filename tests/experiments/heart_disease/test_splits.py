@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pubsubml.data.heart_disease import HEART_SCHEMA, HOSPITALS, flamby_split, hospital_datasets
+from pubsubml.data.heart_disease import HOSPITALS, flamby_split, hospital_datasets
+from pubsubml.data.heart_disease_schema import HEART_SCHEMA
 from pubsubml.experiments.heart_disease.splits import (
     FLAMBY_FEATURES,
     FLAMBY_SCHEMA,

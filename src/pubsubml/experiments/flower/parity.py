@@ -18,7 +18,7 @@ same releases: σ = 1, C = 1, all clients each round (no amplification), at δ =
 
 Two federations: Hyperplane (10 sites of 200 rows, one river stream; 1,000 test rows of the same
 concept) and Fed-Heart-Disease (FLamby's four hospitals and split, the rows encoded by the public
-:data:`~pubsubml.data.heart_disease.HEART_SCHEMA` on the 10 columns FLamby keeps; the test set is
+:data:`~pubsubml.data.heart_disease_schema.HEART_SCHEMA` on the 10 columns FLamby keeps; the test set is
 the four test sets pooled, 254 rows).  Wall time per round: ours is the fit's time over its
 rounds; Flower's is the time between its server's round ends (messages, Ray actors, training),
 after its Ray instance has started (that start, about ten seconds, is reported apart).
@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pubsubml.data.heart_disease import HEART_SCHEMA, flamby_split
+from pubsubml.data.heart_disease import flamby_split
+from pubsubml.data.heart_disease_schema import HEART_SCHEMA
 from pubsubml.data.partition import iid
 from pubsubml.data.synthetic import hyperplane
 from pubsubml.experiments.base import Experiment, Param, RunOptions

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pubsubml.data.heart_disease import HEART_SCHEMA, HOSPITALS
+from pubsubml.data.heart_disease import HOSPITALS
+from pubsubml.data.heart_disease_schema import HEART_SCHEMA
 from pubsubml.experiments.heart_disease.methods import (
     SMOKE_TRAINING,
     TRAINING,

@@ -6,7 +6,7 @@ Two protocols over the four hospitals of UCI Heart Disease (:mod:`pubsubml.data.
   (:func:`~pubsubml.data.heart_disease.flamby_split`: train 199 / 172 / 30 / 85, test 104 / 89 /
   16 / 45 patients at Cleveland, Hungary, Switzerland, VA), its rows as frames over the 10
   features FLamby keeps (:data:`FLAMBY_SCHEMA`: ``slope``, ``ca`` and ``thal`` dropped), so that
-  our models encode them by the public bounds of :data:`~pubsubml.data.heart_disease.HEART_SCHEMA`
+  our models encode them by the public bounds of :data:`~pubsubml.data.heart_disease_schema.HEART_SCHEMA`
   instead of FLamby's per-centre z-scores;
 * **the hospitals as they are** (:func:`hospital_splits`): each hospital with the features it
   records (:func:`~pubsubml.data.heart_disease.hospital_datasets`), split again at every repeat
@@ -32,11 +32,11 @@ from sklearn.model_selection import train_test_split
 
 from pubsubml.data.heart_disease import (
     FLAMBY_TRAIN_FRACTION,
-    HEART_SCHEMA,
     HOSPITALS,
     flamby_split,
     hospital_datasets,
 )
+from pubsubml.data.heart_disease_schema import HEART_SCHEMA
 from pubsubml.experiments.pubsub.small.scenarios import stratified_order
 from pubsubml.schema import FeatureSchema
 
@@ -55,7 +55,7 @@ __all__ = [
 FLAMBY_FEATURES: tuple[str, ...] = tuple(
     n for n in HEART_SCHEMA.names if n not in ("slope", "ca", "thal")
 )
-"""The 10 features FLamby keeps, in :data:`~pubsubml.data.heart_disease.HEART_SCHEMA` order."""
+"""The 10 features FLamby keeps, in :data:`~pubsubml.data.heart_disease_schema.HEART_SCHEMA` order."""
 
 FLAMBY_SCHEMA: FeatureSchema = HEART_SCHEMA.subset(FLAMBY_FEATURES)
 """The public schema of FLamby's features (18 encoded columns: 5 numeric, ``cp`` and ``restecg``
@@ -223,7 +223,7 @@ def hospital_splits(repeat: int, seed: int = 0) -> dict[str, HospitalSplit]:
 def clinic_rows(y: np.ndarray, size: int, seed: int) -> np.ndarray:
     """Positions of a small clinic's ``size`` rows among a hospital's training rows ``y``.
 
-    The first ``size`` positions of :func:`~pubsubml.experiments.pubsub.small.scenarios.stratified_order`:
+    The first ``size`` positions of :func:`~pubsubml.experiments.pubsub.small.stratified_order`:
     class shares as in ``y`` to within one row, and nested (a clinic of 30 rows is part of the
     clinic of 60 drawn with the same seed), so results at different sizes are paired.
 

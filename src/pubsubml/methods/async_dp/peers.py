@@ -137,72 +137,25 @@ def run_async_dp_processes(
     with tempfile.TemporaryDirectory(prefix="async-dp-") as tmp:
         workdir = Path(tmp)
         deadline = time.monotonic() + timeout_s
-        learner_cfg = {
-            "n_owners": len(parts),
-            "n_features": int(parts[0][0].shape[1]),
-            "horizon": horizon,
-            "reg": reg,
-            "theta_max": theta_max,
-            "rho": rho,
-            "style": style,
-            "clock_unit_s": clock_unit_s,
-            "broadcast_interval_s": broadcast_interval_s,
-            "lease_s": 5.0,
-            "deadline_s": timeout_s,
-            "grace_s": max(0.2, 20 * clock_unit_s),
-            "audit_path": str(workdir / "audit.jsonl"),
-            "result_path": str(workdir / "result.json"),
-            "port_path": str(workdir / "port.json"),
-        }
+        learner_cfg = _learner_config(
+            workdir,
+            parts,
+            horizon=horizon,
+            reg=reg,
+            theta_max=theta_max,
+            rho=rho,
+            style=style,
+            clock_unit_s=clock_unit_s,
+            broadcast_interval_s=broadcast_interval_s,
+            timeout_s=timeout_s,
+        )
         try:
-            procs.append(_spawn("learner", learner_cfg, workdir, "learner"))
-            port_path = workdir / "port.json"
-            while not port_path.exists():
-                if time.monotonic() > deadline or procs[0].poll() is not None:
-                    raise DataValidationError("the learner process did not start")
-                time.sleep(0.02)
-            url = f"http://127.0.0.1:{json.loads(port_path.read_text())}"
-            for i, ((X, y), eps) in enumerate(zip(parts, epsilons, strict=True)):
-                data_path = workdir / f"owner{i}.npz"
-                np.savez(
-                    data_path, X=np.asarray(X, dtype=np.float64), y=np.asarray(y, dtype=np.float64)
-                )
-                owner_cfg = {
-                    "owner": i,
-                    "data_path": str(data_path),
-                    "epsilon": float(eps),
-                    "horizon": horizon,
-                    "clip_norm": clip_norm,
-                    "theta_max": theta_max,
-                    "seed": seed + 1000 * (i + 1),
-                    "url": url,
-                    "clock_unit_s": clock_unit_s,
-                    "deadline_s": timeout_s,
-                    "report_path": str(workdir / f"owner{i}-report.json"),
-                }
-                procs.append(_spawn("owner", owner_cfg, workdir, f"owner{i}"))
-            for proc in procs:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            result = json.loads((workdir / "result.json").read_text())
-            reports = [
-                json.loads((workdir / f"owner{i}-report.json").read_text())
-                for i in range(len(parts))
-            ]
-            messages = [
-                json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()
-            ]
+            _run_peers(procs, workdir, learner_cfg, parts, epsilons, clip_norm, seed, deadline)
+            result, reports, messages = _read_outcome(workdir, len(parts))
         except (subprocess.TimeoutExpired, FileNotFoundError) as exc:
             raise DataValidationError(f"the multi-process run did not finish: {exc}") from exc
         finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in procs:
-                try:
-                    proc.wait(timeout=2.0)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            _stop(procs)
     if result["iterations"] < horizon:
         raise DataValidationError(
             f"only {result['iterations']} of {horizon} iterations ran in {timeout_s} s"
@@ -214,6 +167,122 @@ def run_async_dp_processes(
         messages=messages,
         owner_reports=reports,
     )
+
+
+def _learner_config(
+    workdir: Path,
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    horizon: int,
+    reg: float,
+    theta_max: float,
+    rho: float,
+    style: str,
+    clock_unit_s: float,
+    broadcast_interval_s: float,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """The learner process's settings, with the paths of its audit, result and port files."""
+    return {
+        "n_owners": len(parts),
+        "n_features": int(parts[0][0].shape[1]),
+        "horizon": horizon,
+        "reg": reg,
+        "theta_max": theta_max,
+        "rho": rho,
+        "style": style,
+        "clock_unit_s": clock_unit_s,
+        "broadcast_interval_s": broadcast_interval_s,
+        "lease_s": 5.0,
+        "deadline_s": timeout_s,
+        "grace_s": max(0.2, 20 * clock_unit_s),
+        "audit_path": str(workdir / "audit.jsonl"),
+        "result_path": str(workdir / "result.json"),
+        "port_path": str(workdir / "port.json"),
+    }
+
+
+def _run_peers(
+    procs: list[subprocess.Popen[bytes]],
+    workdir: Path,
+    learner_cfg: dict[str, Any],
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    epsilons: Sequence[float],
+    clip_norm: float,
+    seed: int,
+    deadline: float,
+) -> None:
+    """Start the learner, then every owner once it listens (each appended to ``procs`` as it
+    starts, for the caller to stop), and wait for all of them until ``deadline``."""
+    procs.append(_spawn("learner", learner_cfg, workdir, "learner"))
+    url = _learner_url(workdir / "port.json", procs[0], deadline)
+    for i, ((X, y), eps) in enumerate(zip(parts, epsilons, strict=True)):
+        procs.append(_spawn_owner(i, X, y, float(eps), clip_norm, workdir, url, seed, learner_cfg))
+    for proc in procs:
+        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+
+
+def _learner_url(port_path: Path, learner: subprocess.Popen[bytes], deadline: float) -> str:
+    """The learner's address, once it has written the port it listens on."""
+    while not port_path.exists():
+        if time.monotonic() > deadline or learner.poll() is not None:
+            raise DataValidationError("the learner process did not start")
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{json.loads(port_path.read_text())}"
+
+
+def _spawn_owner(
+    i: int,
+    X: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    clip_norm: float,
+    workdir: Path,
+    url: str,
+    seed: int,
+    learner_cfg: dict[str, Any],
+) -> subprocess.Popen[bytes]:
+    """Start owner ``i`` on its own data file, which only its process reads; the horizon, θ_max,
+    clock and deadline are the learner's (``learner_cfg``)."""
+    data_path = workdir / f"owner{i}.npz"
+    np.savez(data_path, X=np.asarray(X, dtype=np.float64), y=np.asarray(y, dtype=np.float64))
+    owner_cfg = {
+        "owner": i,
+        "data_path": str(data_path),
+        "epsilon": epsilon,
+        "horizon": learner_cfg["horizon"],
+        "clip_norm": clip_norm,
+        "theta_max": learner_cfg["theta_max"],
+        "seed": seed + 1000 * (i + 1),
+        "url": url,
+        "clock_unit_s": learner_cfg["clock_unit_s"],
+        "deadline_s": learner_cfg["deadline_s"],
+        "report_path": str(workdir / f"owner{i}-report.json"),
+    }
+    return _spawn("owner", owner_cfg, workdir, f"owner{i}")
+
+
+def _read_outcome(
+    workdir: Path, n_owners: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The learner's result, every owner's report and the learner's audit of messages."""
+    result = json.loads((workdir / "result.json").read_text())
+    reports = [json.loads((workdir / f"owner{i}-report.json").read_text()) for i in range(n_owners)]
+    messages = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
+    return result, reports, messages
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Terminate every process still running, then kill any that does not exit in 2 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class _PeerRole(enum.StrEnum):

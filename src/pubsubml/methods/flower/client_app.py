@@ -313,22 +313,9 @@ def dp_client_app(
     def train(msg: Message, context: Context) -> Message:
         data = data_of(context)
         events, rounds = _stored(context)
-        sgd = config.sgd_config(len(data.X))
-        if config.dp:
-            check_delta(config.delta, len(data.X))
-            planned = DPEvent(
-                mechanism="subsampled_gaussian",
-                noise_multiplier=sgd.noise_multiplier,
-                sample_rate=sgd.sample_rate_for(len(data.X)),
-                count=sgd.steps_for(len(data.X)),
-            )
-            after = compute_epsilon([*events, planned], config.delta, backend=config.accountant)
-            if after > config.epsilon_budget * (1 + 1e-9):
-                reason = (
-                    f"over budget: another round would take ε to {after:.4g} > "
-                    f"{config.epsilon_budget:g} (δ = {config.delta:g}); the site drops out"
-                )
-                return Message(Error(code=0, reason=reason), reply_to=msg)
+        reason = _budget_refusal(config, len(data.X), events)
+        if reason is not None:
+            return Message(Error(code=0, reason=reason), reply_to=msg)
         round_ = int(msg.content["config"].get("server-round", rounds + 1))  # type: ignore[arg-type]
         mu = float(msg.content["config"].get("proximal-mu", 0.0))  # type: ignore[arg-type]
         generator = torch.Generator().manual_seed(int(config.noise_seed or 0) + round_)
@@ -343,17 +330,7 @@ def dp_client_app(
         events = [*events, *new]
         context.state[STATE_KEY] = state_record(events, rounds + 1, len(data.X))
         context.state[STATE_KEY + "-model"] = params_to_record(params)
-        epsilon = (
-            compute_epsilon(events, config.delta, backend=config.accountant) if events else 0.0
-        )
-        metrics = MetricRecord(
-            {
-                "num-examples": len(data.X),
-                "unit-weight": 1,  # client-level DP averages the sites with equal weights
-                "epsilon": float(epsilon),
-                "rounds": rounds + 1,
-            }
-        )
+        metrics = _train_metrics(config, len(data.X), events, rounds + 1)
         return Message(
             RecordDict({"arrays": params_to_record(params), "metrics": metrics}), reply_to=msg
         )
@@ -367,21 +344,64 @@ def dp_client_app(
         reply["noise"] = "seeded" if config.noise_seed is not None else "secure"
         reply["defaulted"] = list(data.defaulted)
         if publish is not None and rounds > 0 and events:
-            model_record = context.state[STATE_KEY + "-model"]
-            assert isinstance(model_record, ArrayRecord)
-            model = build(
-                schema=config.schema,
-                classes=config.classes,
-                layer_sizes=config.layer_sizes,
-                activation=config.activation,
-                params=params_from_record(model_record),
-                events=events,
-                delta=config.delta,
-                accountant=config.accountant,
-                noise="seeded" if config.noise_seed is not None else "secure",
-                defaulted_features=data.defaulted,
-            )
+            model = _last_local_model(config, context, data, events)
             reply["published"] = str(publish(context, model))
         return Message(RecordDict({"privacy": reply}), reply_to=msg)
 
     return app
+
+
+def _budget_refusal(config: DPClientConfig, n: int, events: list[DPEvent]) -> str | None:
+    """Why the site refuses another round (its ε would pass its budget), or ``None``."""
+    sgd = config.sgd_config(n)
+    if not config.dp:
+        return None
+    check_delta(config.delta, n)
+    planned = DPEvent(
+        mechanism="subsampled_gaussian",
+        noise_multiplier=sgd.noise_multiplier,
+        sample_rate=sgd.sample_rate_for(n),
+        count=sgd.steps_for(n),
+    )
+    after = compute_epsilon([*events, planned], config.delta, backend=config.accountant)
+    if after > config.epsilon_budget * (1 + 1e-9):
+        return (
+            f"over budget: another round would take ε to {after:.4g} > "
+            f"{config.epsilon_budget:g} (δ = {config.delta:g}); the site drops out"
+        )
+    return None
+
+
+def _train_metrics(
+    config: DPClientConfig, n: int, events: list[DPEvent], rounds: int
+) -> MetricRecord:
+    """What a site reports with its update: its rows, its ε over all rounds so far."""
+    epsilon = compute_epsilon(events, config.delta, backend=config.accountant) if events else 0.0
+    return MetricRecord(
+        {
+            "num-examples": n,
+            "unit-weight": 1,  # client-level DP averages the sites with equal weights
+            "epsilon": float(epsilon),
+            "rounds": rounds,
+        }
+    )
+
+
+def _last_local_model(
+    config: DPClientConfig, context: Context, data: _SiteData, events: list[DPEvent]
+) -> FlowerMLP:
+    """The site's last local model with the events of all its rounds."""
+    model_record = context.state[STATE_KEY + "-model"]
+    assert isinstance(model_record, ArrayRecord)
+    return build(
+        schema=config.schema,
+        classes=config.classes,
+        layer_sizes=config.layer_sizes,
+        activation=config.activation,
+        params=params_from_record(model_record),
+        events=events,
+        delta=config.delta,
+        accountant=config.accountant,
+        noise="seeded" if config.noise_seed is not None else "secure",
+        defaulted_features=data.defaulted,
+    )

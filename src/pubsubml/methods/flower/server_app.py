@@ -240,12 +240,7 @@ def dp_server_app(
     ValueError
         Unknown strategy, ``rounds`` < 1, ``n_clients`` < 1 or a fraction outside (0, 1].
     """
-    if not isinstance(config, DPClientConfig):
-        raise ClientConfigError("config must be the sites' DPClientConfig")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    if rounds < 1 or n_clients < 1 or not 0 < client_fraction <= 1:
-        raise ValueError("need rounds >= 1, n_clients >= 1 and 0 < client_fraction <= 1")
+    _check_server_args(config, strategy, n_clients, rounds, client_fraction)
     outcome = run if run is not None else FlowerRun()
     app = ServerApp()
 
@@ -254,36 +249,15 @@ def dp_server_app(
         chosen = _strategy(strategy, n_clients, client_fraction, proximal_mu, server_lr, central_dp)
         init = init_mlp(config.layer_sizes, config.activation, torch.Generator().manual_seed(seed))
         initial = params_to_record([p.detach().numpy() for p in init.parameters()])
-        stamps: list[float] = []
-
-        def clock(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-            stamps.append(time.perf_counter())
-            return None
-
-        outcome.history = chosen.start(
-            grid=grid,
-            initial_arrays=initial,
-            num_rounds=rounds,
+        outcome.history, outcome.round_seconds = _run_rounds(
+            chosen,
+            grid,
+            initial,
+            rounds=rounds,
             timeout=timeout,
-            train_config=ConfigRecord({"proximal-mu": float(proximal_mu)})
-            if strategy == "fedprox"
-            else None,
-            evaluate_fn=clock,
+            proximal_mu=float(proximal_mu) if strategy == "fedprox" else None,
         )
-        outcome.round_seconds = np.diff(stamps).tolist()
-        query = [
-            Message(RecordDict(), dst_node_id=node, message_type=PRIVACY_QUERY)
-            for node in grid.get_node_ids()
-        ]
-        replies = [r for r in grid.send_and_receive(query, timeout=timeout) if not r.has_error()]
-        sites = sorted((_site_record(r) for r in replies), key=lambda s: s.partition_id)
-        for s in sites:
-            s.epsilon = (
-                compute_epsilon(s.events, config.delta, backend=config.accountant)
-                if s.events
-                else 0.0
-            )
-        outcome.sites = sites
+        outcome.sites = _query_sites(grid, config, timeout)
         spent = getattr(chosen, "privacy_spent", lambda: None)()
         outcome.flower_epsilon = None if spent is None else float(spent.epsilon)
         outcome.model = _global_model(config, outcome, params_from_record(outcome.history.arrays))
@@ -291,6 +265,60 @@ def dp_server_app(
             on_finish(outcome)
 
     return app, outcome
+
+
+def _check_server_args(
+    config: DPClientConfig, strategy: str, n_clients: int, rounds: int, client_fraction: float
+) -> None:
+    if not isinstance(config, DPClientConfig):
+        raise ClientConfigError("config must be the sites' DPClientConfig")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if rounds < 1 or n_clients < 1 or not 0 < client_fraction <= 1:
+        raise ValueError("need rounds >= 1, n_clients >= 1 and 0 < client_fraction <= 1")
+
+
+def _run_rounds(
+    chosen: flower_strategy.Strategy,
+    grid: Grid,
+    initial: ArrayRecord,
+    *,
+    rounds: int,
+    timeout: float,
+    proximal_mu: float | None,
+) -> tuple[Any, list[float]]:
+    """Flower's strategy over the grid (sending FedProx's μ when given); its result and the
+    seconds each round took."""
+    stamps: list[float] = []
+
+    def clock(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        stamps.append(time.perf_counter())
+        return None
+
+    history = chosen.start(
+        grid=grid,
+        initial_arrays=initial,
+        num_rounds=rounds,
+        train_config=None if proximal_mu is None else ConfigRecord({"proximal-mu": proximal_mu}),
+        timeout=timeout,
+        evaluate_fn=clock,
+    )
+    return history, np.diff(stamps).tolist()
+
+
+def _query_sites(grid: Grid, config: DPClientConfig, timeout: float) -> list[SiteRecord]:
+    """Every site's privacy record (its DP events and their ε), in partition order."""
+    query = [
+        Message(RecordDict(), dst_node_id=node, message_type=PRIVACY_QUERY)
+        for node in grid.get_node_ids()
+    ]
+    replies = [r for r in grid.send_and_receive(query, timeout=timeout) if not r.has_error()]
+    sites = sorted((_site_record(r) for r in replies), key=lambda s: s.partition_id)
+    for s in sites:
+        s.epsilon = (
+            compute_epsilon(s.events, config.delta, backend=config.accountant) if s.events else 0.0
+        )
+    return sites
 
 
 def _global_model(

@@ -301,20 +301,29 @@ def release_dp_defaults(
         scope=None if scope is None else tuple(scope),
     )
     ledger.charge(release)
-    rng: np.random.Generator | SecureRandom = (
-        SecureRandom()
-        if noise_seed is None
-        else noise_seed
-        if isinstance(noise_seed, np.random.Generator)
-        else np.random.default_rng(noise_seed)
-    )
-    features = []
-    for f in own:
-        col = frame[f.name].to_numpy()
-        if f.kind == "numeric":
-            assert f.lower is not None and f.upper is not None
-            value: Any = dp_median(col.astype(np.float64), f.lower, f.upper, eps_f, rng)
-        else:
-            value = dp_mode(col.tolist(), list(f.categories or ()), eps_f, rng)
-        features.append(Feature(**{**f.model_dump(), "default": value}))
-    return FeatureSchema(features=tuple(features)), release
+    rng = _noise_source(noise_seed)
+    features = tuple(_with_dp_default(f, frame[f.name].to_numpy(), eps_f, rng) for f in own)
+    return FeatureSchema(features=features), release
+
+
+def _noise_source(
+    noise_seed: int | np.random.Generator | None,
+) -> np.random.Generator | SecureRandom:
+    """A secure source without a seed; the given generator, or one seeded by ``noise_seed``."""
+    if noise_seed is None:
+        return SecureRandom()
+    if isinstance(noise_seed, np.random.Generator):
+        return noise_seed
+    return np.random.default_rng(noise_seed)
+
+
+def _with_dp_default(
+    f: Feature, col: np.ndarray, epsilon: float, rng: np.random.Generator | SecureRandom
+) -> Feature:
+    """``f`` with its default replaced by an ε-DP median (numeric) or mode (categorical)."""
+    if f.kind == "numeric":
+        assert f.lower is not None and f.upper is not None
+        value: Any = dp_median(col.astype(np.float64), f.lower, f.upper, epsilon, rng)
+    else:
+        value = dp_mode(col.tolist(), list(f.categories or ()), epsilon, rng)
+    return Feature(**{**f.model_dump(), "default": value})

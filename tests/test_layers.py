@@ -3,8 +3,9 @@
 ``cli → experiments → methods → {data, hub, sites, artifacts, learners, registry} → privacy →
 schema/errors``: a module may import its own layer or a lower one, never a higher one, and the
 modules' imports form no cycle.  The graph is built from the source's AST: module-level and
-function-level imports count (a lazy import is still a dependency); imports under
-``if TYPE_CHECKING:`` do not.  Importing a package's face (its ``__init__``) from inside the
+function-level imports count (a lazy import is still a dependency), and so do imports under
+``if TYPE_CHECKING:`` (a type-only import is still a dependency: the importer's annotations name
+the imported module's classes, so the two cannot be understood, moved or tested apart).  Importing a package's face (its ``__init__``) from inside the
 package is not counted as a cycle only when the face is the importer's own parent package.
 """
 
@@ -47,16 +48,9 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(source: str) -> set[str]:
-    """``pubsubml`` modules a source imports, outside ``if TYPE_CHECKING:`` blocks."""
-    tree = ast.parse(source)
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for n in ast.walk(node))
+    """``pubsubml`` modules a source imports: at module level, in functions and for type checking."""
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module == "pubsubml" or node.module.startswith("pubsubml."):
                 found.add(node.module)
@@ -149,7 +143,7 @@ def test_the_checks_can_fail(graph: dict[str, set[str]], upward: int, n_cycles: 
     assert len(cycles(graph)) == n_cycles
 
 
-def test_type_checking_imports_are_not_dependencies() -> None:
+def test_type_checking_imports_are_dependencies() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "import pubsubml.data\n"
@@ -158,4 +152,11 @@ def test_type_checking_imports_are_not_dependencies() -> None:
         "def f():\n"
         "    from pubsubml.methods import Customizer\n"
     )
-    assert imports_of(source) == {"pubsubml.data", "pubsubml.methods"}
+    assert imports_of(source) == {"pubsubml.data", "pubsubml.cli", "pubsubml.methods"}
+
+
+def test_a_type_only_cycle_is_a_cycle() -> None:
+    a = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pubsubml.data.b import B\n"
+    b = "from pubsubml.data.a import A\n"
+    graph = {"pubsubml.data.a": imports_of(a), "pubsubml.data.b": imports_of(b)}
+    assert len(cycles(graph)) == 1

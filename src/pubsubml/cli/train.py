@@ -123,65 +123,84 @@ def _check_registered_key(url: str, token: str | None, site: str, signing_key: A
         )
 
 
+# The options of `pubsubml train`, declared once.
+_DataOpt = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="CSV or Parquet.")]
+_SchemaOpt = Annotated[
+    Path, typer.Option(exists=True, dir_okay=False, help="Schema or bounds JSON.")
+]
+_LabelOpt = Annotated[str, typer.Option(help="The label column.")]
+_KeyOpt = Annotated[Path, typer.Option(exists=True, dir_okay=False, help="Private key (PEM).")]
+_OutOpt = Annotated[Path, typer.Option(help="Folder for the signed artifact (new or empty).")]
+_LearnerOpt = Annotated[
+    str,
+    typer.Option(
+        help="dp_mlp, dp_linear, dp_naive_bayes (short names) or a DP learner of the "
+        "registry: dp_logistic_regression, dp_random_forest, dp_gaussian_nb, "
+        "dp_mlp_classifier, dp_sgd_logistic, dp_mlp_regressor, dp_sgd_linear."
+    ),
+]
+_TaskOpt = Annotated[str, typer.Option(help="classification or regression.")]
+_ClassesOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--class",
+        help="A public class label (repeat); required for classification.",
+        show_default=False,
+    ),
+]
+_TargetBoundsOpt = Annotated[
+    tuple[float, float] | None,
+    typer.Option(help="Public bounds of a regression target: LOWER UPPER."),
+]
+_EpsilonOpt = Annotated[float, typer.Option(help="ε of this model.")]
+_DeltaOpt = Annotated[float, typer.Option(help="δ (the consortium's).")]
+_LedgerOpt = Annotated[Path, typer.Option(help="The site's privacy ledger.")]
+_SiteOpt = Annotated[str | None, typer.Option(help="Site name (to create the ledger).")]
+_BudgetOpt = Annotated[float | None, typer.Option(help="ε budget (to create the ledger).")]
+_SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Seed of the initial weights only; the DP noise always comes from a secure "
+        "source nobody can regenerate.",
+        show_default=False,
+    ),
+]
+_RegistryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        help="Check before training that KEY is the key this registry holds for the site.",
+        show_default=False,
+    ),
+]
+_TokenOpt = Annotated[
+    str | None,
+    typer.Option(envvar="PUBSUBML_TOKEN", help="Site token (with --registry).", show_default=False),
+]
+_QuietOpt = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+
+
 def train_command(
-    data: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="CSV or Parquet.")],
-    schema: Annotated[
-        Path, typer.Option(exists=True, dir_okay=False, help="Schema or bounds JSON.")
-    ],
-    label: Annotated[str, typer.Option(help="The label column.")],
-    key: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="Private key (PEM).")],
-    out: Annotated[Path, typer.Option(help="Folder for the signed artifact (new or empty).")],
-    learner: Annotated[
-        str,
-        typer.Option(
-            help="dp_mlp, dp_linear, dp_naive_bayes (short names) or a DP learner of the "
-            "registry: dp_logistic_regression, dp_random_forest, dp_gaussian_nb, "
-            "dp_mlp_classifier, dp_sgd_logistic, dp_mlp_regressor, dp_sgd_linear."
-        ),
-    ] = "dp_mlp",
-    task: Annotated[str, typer.Option(help="classification or regression.")] = "classification",
-    classes: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--class",
-            help="A public class label (repeat); required for classification.",
-            show_default=False,
-        ),
-    ] = None,
-    target_bounds: Annotated[
-        tuple[float, float] | None,
-        typer.Option(help="Public bounds of a regression target: LOWER UPPER."),
-    ] = None,
-    epsilon: Annotated[float, typer.Option(help="ε of this model.")] = 1.0,
-    delta: Annotated[float, typer.Option(help="δ (the consortium's).")] = 1e-5,
-    ledger: Annotated[Path, typer.Option(help="The site's privacy ledger.")] = Path("ledger.json"),
-    site: Annotated[str | None, typer.Option(help="Site name (to create the ledger).")] = None,
-    budget: Annotated[float | None, typer.Option(help="ε budget (to create the ledger).")] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            help="Seed of the initial weights only; the DP noise always comes from a secure "
-            "source nobody can regenerate.",
-            show_default=False,
-        ),
-    ] = None,
+    data: _DataOpt,
+    schema: _SchemaOpt,
+    label: _LabelOpt,
+    key: _KeyOpt,
+    out: _OutOpt,
+    learner: _LearnerOpt = "dp_mlp",
+    task: _TaskOpt = "classification",
+    classes: _ClassesOpt = None,
+    target_bounds: _TargetBoundsOpt = None,
+    epsilon: _EpsilonOpt = 1.0,
+    delta: _DeltaOpt = 1e-5,
+    ledger: _LedgerOpt = Path("ledger.json"),
+    site: _SiteOpt = None,
+    budget: _BudgetOpt = None,
+    seed: _SeedOpt = None,
     extend_schema: ExtendOpt = False,
     strict: StrictOpt = False,
-    registry: Annotated[
-        str | None,
-        typer.Option(
-            "--registry",
-            help="Check before training that KEY is the key this registry holds for the site.",
-            show_default=False,
-        ),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="PUBSUBML_TOKEN", help="Site token (with --registry).", show_default=False
-        ),
-    ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bars.")] = False,
+    registry: _RegistryOpt = None,
+    token: _TokenOpt = None,
+    quiet: _QuietOpt = False,
 ) -> None:
     """Train a DP model, charge it to the site's ledger, and write its signed artifact.
 

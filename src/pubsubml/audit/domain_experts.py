@@ -49,8 +49,7 @@ from pubsubml.methods.domain_experts.users import Users, local_round
 from pubsubml.methods.federated.dp import LocalDP, noise_multipliers
 from pubsubml.methods.federated.loop import LocalTraining, run_federation
 from pubsubml.methods.federated.strategies import FedSGD
-from pubsubml.privacy.dpsgd import init_mlp
-from pubsubml.privacy.dpsgd import CanaryGradients
+from pubsubml.privacy.dpsgd import CanaryGradients, init_mlp
 
 __all__ = ["EXPERTS_VARIANTS", "audit_domain_experts"]
 

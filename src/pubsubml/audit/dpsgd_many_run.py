@@ -46,8 +46,7 @@ from pubsubml.audit.dpsgd import Learner, broken_config, check_audit, learner_es
 from pubsubml.audit.guesses import dirac_scores, many_run_bound, many_run_result, runs_to_refute
 from pubsubml.audit.result import AuditResult
 from pubsubml.learners.dpsgd_base import _DPSGDBase
-from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp
-from pubsubml.privacy.dpsgd import train_dp_stacked
+from pubsubml.privacy.dpsgd import DPSGDConfig, MLPStack, init_mlp, train_dp_stacked
 
 __all__ = ["MIN_RUNS", "audit_dpsgd_many_run"]
 

@@ -190,7 +190,10 @@ def test_pulled_models_are_prepared_for_customize_as_the_command_line_prepares_t
     X, y = _data(120, 3)
     prepared = prepare_subscription(models, X, y, trusted_keys=sub.trusted_keys)
     assert [m.model_id for m in prepared.models] == sorted(m.model_id for m in models)
-    assert prepared.schema.names == SCHEMA.names and prepared.classes == [0, 1]
+    # The union of the cards' schemas, in the order of the models' ids (as `pubsubml customize`).
+    assert sorted(prepared.schema.names) == sorted(SCHEMA.names) and prepared.classes == [0, 1]
+    first = prepared.models[0].card.input_schema.names
+    assert list(prepared.schema.names[: len(first)]) == list(first)
     # A site that trusts no one gets the refusal `pubsubml customize` gives without --trust.
     with pytest.raises(SubscriptionError, match="no trusted keys"):
         prepare_subscription(models, X, y, trusted_keys=_site("t").trusted_keys)

@@ -178,7 +178,7 @@ def test_the_fl_baselines_default_to_the_delta_of_the_learners() -> None:
     fl = DPFedAvg(schema=SCHEMA)
 
     assert fl.target_delta == DEFAULT_DELTA
-    assert DPMLPClassifier().target_delta == DEFAULT_DELTA
+    assert DPMLPClassifier().delta == DEFAULT_DELTA
     assert DPSGDLogisticRegression().delta == DEFAULT_DELTA
 
 

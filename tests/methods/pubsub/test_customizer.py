@@ -14,6 +14,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import cross_val_score
 
+from methods.pubsub.conftest import Threshold, _frame
 from pubsubml.errors import LabelError, SchemaMismatchError
 from pubsubml.learners import DPLogisticRegression
 from pubsubml.methods import Customizer, contribution_scores
@@ -37,26 +38,6 @@ class BlackBox:
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.estimator.predict(X[self.input_features].to_numpy()))
-
-
-class Threshold:
-    """A black box predicting 1 when ``x0 > t``, with fixed confidence."""
-
-    input_features = ("x0",)
-    classes = (0, 1)
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        p = np.where(X["x0"].to_numpy() > self.t, 0.8, 0.2)
-        return np.column_stack([1 - p, p])
-
-
-def _frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = pd.DataFrame(rng.random((n, 3)), columns=["x0", "x1", "x2"])
-    return X, (X["x0"].to_numpy() > 0.5).astype(int)
 
 
 def test_pure_noise_publishers_are_ignored(hyperplane: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from sklearn.linear_model import LogisticRegression
 
+from methods.pubsub.conftest import Threshold, _frame
 from pubsubml.errors import DataValidationError, LabelError, SchemaMismatchError
 from pubsubml.methods import Customizer
 from pubsubml.methods.pubsub.outputs import (
@@ -142,26 +143,6 @@ def test_align_outputs_refuses_what_cannot_be_aligned(
 ) -> None:
     with pytest.raises(error, match=match):
         align_outputs(out, Box(["a"], classes=classes), np.array(["no", "yes"]), 0)
-
-
-class Threshold:
-    """A black box predicting 1 when ``x0 > t``, with fixed confidence."""
-
-    input_features = ("x0",)
-    classes = (0, 1)
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
-        p = np.where(X["x0"].to_numpy() > self.t, 0.8, 0.2)
-        return np.column_stack([1 - p, p])
-
-
-def _frame(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = pd.DataFrame(rng.random((n, 3)), columns=["x0", "x1", "x2"])
-    return X, (X["x0"].to_numpy() > 0.5).astype(int)
 
 
 def test_feature_extension_uses_public_defaults() -> None:

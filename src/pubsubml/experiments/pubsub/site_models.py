@@ -51,7 +51,7 @@ def network(
     dp : bool
     **kw
         Further parameters of :class:`~pubsubml.learners.mlp.DPMLPClassifier` /
-        :class:`~pubsubml.learners.mlp.DPMLPRegressor` (``target_epsilon``, ``random_state``).
+        :class:`~pubsubml.learners.mlp.DPMLPRegressor` (``epsilon``, ``random_state``).
     """
     auto = dp and config.dp_defaults
     common = dict(
@@ -60,7 +60,7 @@ def network(
         epochs=config.epochs,
         batch_size="auto" if auto else config.batch_size,
         learning_rate="auto" if auto else config.lr,
-        target_delta=scenario.delta,
+        delta=scenario.delta,
         dp=dp,
         **kw,
     )
@@ -111,7 +111,7 @@ def _publisher_estimator(
             schema,
             config,
             dp=dp,
-            target_epsilon=site.epsilon if dp else None,
+            epsilon=site.epsilon if dp else None,
             random_state=seed,
             noise_seed=seed if dp else None,  # a simulation: reproducible noise
         )

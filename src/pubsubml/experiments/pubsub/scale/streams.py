@@ -199,8 +199,8 @@ def _publisher_network(sizes: StreamSizes, schema: FeatureSchema, seed: int) -> 
         classes=[0, 1],
         hidden_layer_sizes=sizes.hidden,
         epochs=sizes.epochs,
-        target_epsilon=sizes.epsilon,
-        target_delta=sizes.delta,
+        epsilon=sizes.epsilon,
+        delta=sizes.delta,
         random_state=seed,
         noise_seed=seed,  # a simulation: reproducible noise
     )
